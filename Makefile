@@ -1,0 +1,57 @@
+# mcclab: one entry point for users, CI and developers.
+# On a Debian 12 machine every target runs locally; on a host with Vagrant but
+# no local Mininet, `make experiment` runs inside the VM instead.
+
+VENV       ?= /opt/mcclab/venv
+PY         := $(VENV)/bin/python
+MCCLAB     := $(VENV)/bin/mcclab
+PLAYBOOK   := ansible-playbook -i ansible/inventory.ini ansible/site.yml
+SUDO       := $(if $(filter 0,$(shell id -u)),,sudo)
+EXPERIMENT ?= topologies/dumbbell.yaml
+PYTEST_ARGS ?=
+
+.PHONY: help setup experiment test test-unit lint schema clean linkemu
+
+help:
+	@echo "make setup       install everything (Ansible playbook, idempotent)"
+	@echo "make experiment  run the default experiment (sets up first if needed)"
+	@echo "make test        run the test suite (needs root for the network tests)"
+	@echo "make lint        ruff, ansible-lint and the schema check"
+	@echo "make clean       remove every namespace, interface and process mcclab made"
+
+setup:
+	@command -v ansible-playbook >/dev/null || { $(SUDO) apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q ansible; }
+	$(SUDO) $(PLAYBOOK)
+
+$(MCCLAB):
+	$(MAKE) setup
+
+linkemu:
+	$(MAKE) -C linkemu
+
+ifeq ($(shell command -v mnexec >/dev/null || { command -v vagrant >/dev/null && echo vm; }),vm)
+experiment:
+	vagrant ssh -c "cd /vagrant && make experiment"
+else
+experiment: $(MCCLAB)
+	$(SUDO) $(MCCLAB) check $(EXPERIMENT)
+endif
+
+test: $(MCCLAB)
+	$(SUDO) $(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: $(MCCLAB)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+lint: $(MCCLAB)
+	$(PY) -m ruff check mcclab agents tests
+	$(PY) -m mcclab topo schema --check schema/topology.schema.json
+	cd ansible && ansible-lint
+
+schema: $(MCCLAB)
+	$(PY) -m mcclab topo schema --write schema/topology.schema.json
+
+clean:
+	-$(SUDO) $(MCCLAB) clean
+	rm -rf .pytest_cache .ruff_cache

@@ -1,0 +1,101 @@
+/* Link model: loss, queue admission (drop-tail or RED), serialization and
+ * propagation delay for one emulated link direction.  Everything here is a
+ * pure function of the state struct and the time passed in, so it can be
+ * unit tested without netlink (see tests/test_model.c). */
+#ifndef LINKEMU_MODEL_H
+#define LINKEMU_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum le_disc { LE_DROPTAIL, LE_RED };
+
+struct le_cfg {
+	unsigned queue;
+	char name[64];
+	uint64_t rate_bps; /* 0 = unlimited */
+	int64_t delay_ns;
+	int64_t jitter_ns;
+	double loss;
+	double ge_p, ge_r, ge_h, ge_k;
+	unsigned limit_pkts;
+	enum le_disc disc;
+	double min_th, max_th, max_p, weight;
+	int gentle;
+	int wait;
+	unsigned mean_pktsize;
+	uint64_t seed;
+};
+
+void le_cfg_defaults(struct le_cfg *c);
+
+/* splitmix64: tiny, fast and statistically good enough for drop decisions;
+ * one independent stream per purpose so that e.g. enabling jitter does not
+ * change which packets a seeded loss process drops. */
+struct le_rng {
+	uint64_t x;
+};
+void le_rng_seed(struct le_rng *r, uint64_t seed, uint64_t stream);
+uint64_t le_rng_next(struct le_rng *r);
+double le_rng_uniform(struct le_rng *r); /* [0, 1) */
+
+struct le_pkt {
+	uint32_t id;
+	uint32_t len;
+	int64_t tx_start; /* when serialization begins */
+	int64_t due;      /* when the verdict is issued */
+};
+
+enum le_fate { LE_ADMIT, LE_DROP_LOSS, LE_DROP_QUEUE };
+
+struct le_queue {
+	struct le_cfg cfg;
+	struct le_rng rng_loss, rng_ge, rng_red, rng_jit;
+	int ge_bad;
+
+	/* Ring of admitted packets awaiting their verdict, in FIFO order.
+	 * head..wait: serialization started (on the wire or propagating);
+	 * wait..tail: still waiting for the transmitter (the "queue"). */
+	struct le_pkt *ring;
+	uint64_t cap; /* power of two */
+	uint64_t head, wait, tail;
+	uint64_t qlen_bytes;
+
+	int64_t link_free; /* transmitter busy until then */
+	int64_t last_due;
+
+	double red_avg;
+	int red_count;
+	int red_old;
+
+	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
+	uint64_t drops_queue, drops_loss, max_qlen;
+};
+
+int le_queue_init(struct le_queue *q, const struct le_cfg *cfg);
+void le_queue_free(struct le_queue *q);
+
+/* Processes an arrival at time now.  On LE_ADMIT the packet is stored and
+ * will be returned by le_pop_due() once due. */
+enum le_fate le_arrive(struct le_queue *q, int64_t now, uint32_t id, uint32_t len);
+
+/* Moves packets whose serialization has begun out of the waiting queue. */
+void le_advance(struct le_queue *q, int64_t now);
+
+/* Returns 1 and fills *out if the oldest packet is due at now. */
+int le_pop_due(struct le_queue *q, int64_t now, struct le_pkt *out);
+
+/* Due time of the oldest stored packet, INT64_MAX if none. */
+int64_t le_next_due(const struct le_queue *q);
+
+static inline uint64_t le_qlen(const struct le_queue *q) { return q->tail - q->wait; }
+static inline uint64_t le_in_flight(const struct le_queue *q) { return q->tail - q->head; }
+
+int64_t le_tx_time_ns(uint64_t rate_bps, uint32_t len);
+
+/* ns-2 RED pieces, exposed for tests. */
+double le_red_pb(const struct le_cfg *c, double avg);
+double le_red_pa(const struct le_cfg *c, double pb, int count);
+double le_red_update_avg(const struct le_queue *q, int64_t now, uint64_t qlen);
+
+#endif

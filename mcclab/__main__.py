@@ -1,0 +1,5 @@
+"""`python -m mcclab`."""
+
+from mcclab.cli import main
+
+main()

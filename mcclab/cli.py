@@ -1,0 +1,180 @@
+"""The `mcclab` command line (Typer + Rich)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mcclab.model.loader import SpecError, load_topology
+
+app = typer.Typer(help="Multicast congestion-control lab.", no_args_is_help=True)
+topo_app = typer.Typer(help="Inspect and validate topology files.", no_args_is_help=True)
+app.add_typer(topo_app, name="topo")
+console = Console()
+err = Console(stderr=True)
+
+
+def _load(path: Path):  # noqa: ANN202
+    """Load a topology or exit with the validation messages."""
+    try:
+        return load_topology(path)
+    except SpecError as exc:
+        err.print(f"[red]invalid topology[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+@topo_app.command("validate")
+def topo_validate(files: list[Path]) -> None:
+    """Validate topology files; exit 2 if any is invalid."""
+    bad = 0
+    for path in files:
+        try:
+            topo = load_topology(path)
+            console.print(f"[green]ok[/green] {path}: {len(topo.nodes)} nodes, "
+                          f"{len(topo.links)} links")
+        except SpecError as exc:
+            bad += 1
+            err.print(str(exc), highlight=False)
+    if bad:
+        raise typer.Exit(2)
+
+
+@topo_app.command("show")
+def topo_show(file: Path, dot: bool = typer.Option(False, help="print a Graphviz graph")) -> None:
+    """Summarise a topology: nodes, links with per-direction parameters, addresses."""
+    from mcclab.model.addressing import plan_addresses
+    from mcclab.topo_view import dot_graph, link_rows
+
+    topo = _load(file)
+    if dot:
+        console.print(dot_graph(topo), highlight=False, markup=False)
+        return
+    plan = plan_addresses(topo)
+    console.print(f"[bold]{topo.name}[/bold] {topo.reference}\n{topo.description}".strip())
+    nodes = Table("node", "kind", "addresses", "control", title="Nodes")
+    for name, node in topo.nodes.items():
+        addrs = ", ".join(str(i.address) for i in plan.interfaces.get(name, []))
+        nodes.add_row(name, node.kind, addrs, str(plan.control.get(name, "")))
+    console.print(nodes)
+    links = Table("#", "link", "direction", "rate", "delay", "loss", "queue", title="Links")
+    for row in link_rows(topo):
+        links.add_row(*row)
+    console.print(links)
+    r = topo.routing
+    console.print(f"routing: {r.backend}, RP {topo.rp}, SSM {r.ssm_range}, IGMPv{r.igmp.version}; "
+                  f"link backend: {topo.link_backend}")
+
+
+@topo_app.command("schema")
+def topo_schema(
+    write: Path | None = typer.Option(None, help="write the schema to this file"),
+    check: Path | None = typer.Option(None, help="fail if this file differs from the models"),
+) -> None:
+    """Print, write or check the JSON Schema of topology files (generated from the models)."""
+    from mcclab.model.schema import topology_schema
+
+    text = json.dumps(topology_schema(), indent=2, sort_keys=True) + "\n"
+    if write is not None:
+        write.parent.mkdir(parents=True, exist_ok=True)
+        write.write_text(text)
+    elif check is not None:
+        if not check.is_file() or check.read_text() != text:
+            err.print(f"{check} is out of date: run 'make schema'")
+            raise typer.Exit(1)
+    else:
+        console.print(text, highlight=False, markup=False, end="")
+
+
+@app.command()
+def features() -> None:
+    """Probe the kernel's network features (needs root)."""
+    from mcclab.features import probe
+
+    found = probe()
+    table = Table("feature", "present")
+    for key, value in found.as_dict().items():
+        table.add_row(key, "[green]yes[/green]" if value else "[red]no[/red]")
+    console.print(table)
+    console.print(f"link backend 'auto' resolves to: [bold]{found.link_backend()}[/bold]")
+
+
+def _progress_bar() -> Progress:
+    """A Rich progress bar for slow steps."""
+    return Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err, transient=False)
+
+
+@app.command()
+def up(
+    file: Path,
+    cli: bool = typer.Option(False, "--cli", help="open Mininet's CLI once the lab is ready"),
+    hold: bool = typer.Option(True, help="keep the lab up until Ctrl-C (--no-hold: tear down)"),
+    timeout: float = typer.Option(60.0, help="seconds to wait for routing readiness"),
+) -> None:
+    """Bring a topology up with real multicast routers and report readiness."""
+    from mcclab.lab import Lab, LabOptions, PreflightError
+
+    topo = _load(file)
+    with _progress_bar() as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(step: str, done: int, total: int) -> None:
+            if step not in tasks:
+                tasks[step] = bar.add_task(step, total=total)
+            bar.update(tasks[step], completed=done, total=total)
+
+        lab = Lab(topo, LabOptions(readiness_timeout=timeout, progress=progress))
+        try:
+            lab.up()
+        except PreflightError as exc:
+            err.print(f"[red]{exc}[/red]", highlight=False)
+            raise typer.Exit(1) from None
+    assert lab.routers is not None
+    console.print(f"[green]ready[/green] lab {lab.state.lab_id}: {len(topo.nodes)} nodes, "
+                  f"routing {topo.routing.backend} ({lab.routers.ready_summary()}), "
+                  f"link backend {lab.link_backend}; state in {lab.run_dir}")
+    console.print("enter a node with: ip netns exec mcl-<node> bash", highlight=False)
+    sys.stdout.flush()
+    try:
+        if cli:
+            from mininet.cli import CLI
+
+            CLI(lab.mininet) if getattr(lab, "mininet", None) else None
+        elif hold:
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            console.print("lab is up; press Ctrl-C to tear it down")
+            try:
+                stop.wait()
+            except KeyboardInterrupt:
+                pass
+    finally:
+        lab.down()
+        console.print("lab torn down")
+
+
+@app.command()
+def clean() -> None:
+    """Remove every namespace, interface, process and directory mcclab created."""
+    from mcclab.state import clean_everything, leftovers
+
+    counts = clean_everything()
+    rest = leftovers()
+    console.print(f"removed {counts['labs']} lab(s), swept {counts['netns']} stray namespace(s) "
+                  f"and {counts['interfaces']} stray interface(s)")
+    if rest["netns"] or rest["interfaces"]:
+        err.print(f"[red]still present:[/red] {rest}")
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Entry point for `python -m mcclab`."""
+    app()

@@ -1,0 +1,170 @@
+"""A lab is one emulated network brought up from a Topology: build, configure, route, tear down.
+
+Everything is checked before anything is created (preflight), every resource
+is recorded before it is created (``state``), and teardown uses the same code
+path as crash cleanup, so the crash path is exercised on every normal run.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mcclab.execute import Runner
+from mcclab.features import KernelFeatures, probe
+from mcclab.model.addressing import AddressPlan, plan_addresses
+from mcclab.model.topology import Topology
+from mcclab.net import node_config
+from mcclab.net.mininet_backend import MininetBackend
+from mcclab.net.routers import RouterSet, required_binaries
+from mcclab.state import LabState, destroy, leftovers
+
+Progress = Callable[[str, int, int], None]
+
+
+class PreflightError(RuntimeError):
+    """The lab cannot start; nothing has been created."""
+
+
+def _no_progress(step: str, done: int, total: int) -> None:
+    """Default progress sink."""
+
+
+@dataclass
+class LabOptions:
+    """Settings for bringing a lab up, passed explicitly (no globals)."""
+
+    lab_id: str | None = None
+    readiness_timeout: float = 60.0
+    progress: Progress = _no_progress
+    features: KernelFeatures | None = None  # probe once and pass in to save time
+    extra_checks: list[str] = field(default_factory=list)
+
+
+def _root_networks() -> list[ipaddress.IPv4Network]:
+    """Networks the root namespace already routes to (to keep the control net clear of them)."""
+    out = subprocess.run(["ip", "-4", "-o", "route", "show", "table", "all"],
+                         capture_output=True, text=True, check=False).stdout
+    nets = []
+    for line in out.splitlines():
+        dest = line.split()[0]
+        if dest in ("default", "broadcast", "local", "unreachable", "multicast"):
+            dest = line.split()[1] if dest in ("broadcast", "local") else ""
+        try:
+            net = ipaddress.IPv4Network(dest, strict=False)
+        except ValueError:
+            continue
+        if not net.is_loopback and net.prefixlen > 0:
+            nets.append(net)
+    return nets
+
+
+def preflight(topo: Topology, features: KernelFeatures) -> list[str]:
+    """Every reason the lab cannot start, as readable sentences (empty means go)."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("mcclab needs root to create network namespaces (run with sudo)")
+    backend = features.link_backend(topo.link_backend)
+    missing = features.missing_for(backend)
+    if missing:
+        problems.append(f"the kernel lacks {', '.join(missing)} needed for link backend "
+                        f"{backend!r}")
+    if topo.routing.backend in ("frr", "pimd") and not features.pim:
+        problems.append("the kernel has no PIM support (CONFIG_IP_PIMSM_V2)")
+    for binary in required_binaries(topo.routing.backend):
+        if shutil.which(binary) is None and not Path(binary).exists():
+            problems.append(f"{binary} not found: run 'make setup'")
+    for tool in ("ip", "tc", "ethtool", "nsenter", "bridge", "mnexec"):
+        if shutil.which(tool) is None:
+            problems.append(f"{tool} not found: run 'make setup'")
+    control = topo.addressing.control
+    for net in _root_networks():
+        if net.overlaps(control) and not str(net).startswith(str(control)):
+            problems.append(f"addressing.control {control} overlaps the host's route {net}")
+    rest = leftovers()
+    if rest["netns"] or rest["interfaces"]:
+        problems.append("another mcclab lab is up or was not cleaned "
+                        f"({len(rest['netns'])} namespaces, {len(rest['interfaces'])} "
+                        "interfaces): run 'mcclab clean'")
+    return problems
+
+
+class Lab:
+    """Bring a topology up with real routers; use as a context manager for teardown."""
+
+    def __init__(self, topo: Topology, options: LabOptions | None = None):
+        self.topo = topo
+        self.options = options or LabOptions()
+        lab_id = self.options.lab_id or f"{topo.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        self.state = LabState(lab_id=lab_id)
+        self.plan: AddressPlan = plan_addresses(topo)
+        self.runner = Runner(transcript=self.state.path / "commands.log")
+        self.features: KernelFeatures | None = self.options.features
+        self.routers: RouterSet | None = None
+        self.link_backend = "none"
+
+    @property
+    def run_dir(self) -> Path:
+        """The lab's private directory (state, configs, logs)."""
+        return self.state.path
+
+    def up(self) -> Lab:
+        """Check, build, configure and wait for routing readiness."""
+        progress = self.options.progress
+        self.features = self.features or probe()
+        problems = preflight(self.topo, self.features)
+        if problems:
+            raise PreflightError("cannot start the lab:\n  - " + "\n  - ".join(problems))
+        self.link_backend = self.features.link_backend(self.topo.link_backend)
+        self.state.save()
+        try:
+            self._build(progress)
+            self.routers = RouterSet(self.topo, self.plan, self.state, self.runner)
+            self.routers.start(progress)
+            self.routers.wait_ready(self.options.readiness_timeout, progress)
+        except BaseException:
+            self.down()
+            raise
+        self.state.status = "up"
+        self.state.save()
+        return self
+
+    def _build(self, progress: Progress) -> None:
+        """Nodes, links, control network, addresses and routes."""
+        l3 = [n for n in self.topo.nodes if self.topo.kind_of(n) != "lan"]
+        backend = MininetBackend(self.runner, self.state)
+        total = len(self.topo.nodes) + len(self.topo.links)
+        done = 0
+        for name, node in self.topo.nodes.items():
+            backend.add_lan(name) if node.kind == "lan" else backend.add_node(name)
+            done += 1
+            progress("creating nodes", done, total)
+        for index in range(len(self.topo.links)):
+            backend.add_link(self.topo, self.plan, index)
+            done += 1
+            progress("creating links", done, total)
+        self.state.add_root_iface(node_config.CONTROL_BRIDGE)
+        self.runner.run_all(node_config.control_root_cmds(self.plan))
+        for lan in self.topo.names("lan"):
+            self.runner.run_all(node_config.lan_bridge_cmds(lan))
+        for i, node in enumerate(l3, 1):
+            self.state.add_root_iface(node_config.control_port(node))
+            self.runner.run_all(node_config.control_node_cmds(node, self.plan))
+            self.runner.run_all(node_config.node_cmds(self.topo, self.plan, node))
+            progress("configuring nodes", i, len(l3))
+
+    def down(self) -> None:
+        """Tear everything down (the same path `mcclab clean` takes after a crash)."""
+        destroy(self.state)
+
+    def __enter__(self) -> Lab:
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()

@@ -1,0 +1,252 @@
+"""Bring the routing daemons of a lab up: specs from the topology, plans from `mcclab.routing`.
+
+The planners are pure; this module is the runner side: it creates each
+router's private directory, writes the files, starts every daemon in its own
+process group inside the router's namespace, and polls readiness (PIM
+neighbours, RP reachable, vifs present) instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import grp
+import ipaddress
+import os
+import pwd
+import subprocess
+import time
+from collections import deque
+from pathlib import Path
+
+from mcclab.commands import Cmd
+from mcclab.execute import Runner, full_argv
+from mcclab.model.addressing import AddressPlan
+from mcclab.model.topology import Topology
+from mcclab.net.node_config import netns_name
+from mcclab.processes import spawn
+from mcclab.routing import frr, pimd, smcroute
+from mcclab.routing.common import DaemonPlan, IgmpTimers, RouterIface, RouterSpec, StaticMroute
+from mcclab.state import LabState, TrackedProcess
+
+POLL_INTERVAL = 0.05
+
+
+class RoutingError(RuntimeError):
+    """A routing daemon died or did not become ready in time."""
+
+
+def required_binaries(backend: str) -> list[str]:
+    """Executables a routing backend needs (checked before anything starts)."""
+    return {
+        "frr": [f"{frr.FRR_BIN_DIR}/zebra", f"{frr.FRR_BIN_DIR}/pimd", frr.VTYSH],
+        "pimd": [pimd.PIMD_BIN, "unshare"],
+        "smcroute": [smcroute.SMCROUTED, smcroute.SMCROUTECTL],
+    }[backend]
+
+
+def igmp_timers(topo: Topology) -> IgmpTimers:
+    """The topology's IGMP settings in the planners' integer units."""
+    igmp = topo.routing.igmp
+    return IgmpTimers(
+        query_interval_s=round(igmp.query_interval),
+        query_max_response_ms=round(igmp.query_response_interval * 1000),
+        last_member_query_interval_ms=round(igmp.last_member_query_interval * 1000),
+        last_member_query_count=igmp.last_member_query_count,
+        version=igmp.version,
+    )
+
+
+def router_spec(topo: Topology, plan: AddressPlan, node: str, run_dir: Path) -> RouterSpec:
+    """The planner input for one router."""
+    ifaces = tuple(RouterIface(i.name, str(i.address)) for i in plan.interfaces[node])
+    neighbours = []
+    own = {i.subnet for i in plan.interfaces[node]}
+    for other in topo.names("router"):
+        if other == node:
+            continue
+        for iface in plan.interfaces[other]:
+            if iface.subnet in own:
+                neighbours.append(str(iface.address.ip))
+    rp = topo.rp
+    return RouterSpec(
+        name=node,
+        ifaces=ifaces,
+        run_dir=str(run_dir),
+        rp=str(plan.address_of(rp)) if rp and topo.routing.backend != "smcroute" else None,
+        ssm_range=str(topo.routing.ssm_range),
+        igmp=igmp_timers(topo),
+        pim_neighbors=tuple(sorted(neighbours)),
+    )
+
+
+def static_routes(topo: Topology, plan: AddressPlan, node: str) -> list[StaticMroute]:
+    """smcroute routes on ``node``: each static group flows down the shortest-path tree
+    from its source to every host, with no pruning (hosts get it joined or not)."""
+    routes = []
+    for sg in topo.routing.static_groups:
+        parent = _tree_parents(topo, plan, sg.source)
+        if node not in parent:
+            continue
+        children = [n for n, p in parent.items() if p == node]
+        outbound = tuple(plan.iface_towards(node, c).name for c in children
+                         if _has_host_below(topo, parent, c))
+        if not outbound:
+            continue
+        inbound = plan.iface_towards(node, parent[node]).name
+        in_ssm = sg.group in topo.routing.ssm_range
+        source = str(plan.address_of(sg.source)) if in_ssm else None
+        routes.append(StaticMroute(str(sg.group), inbound, outbound, source))
+    return routes
+
+
+def _tree_parents(topo: Topology, plan: AddressPlan, root: str) -> dict[str, str]:
+    """Breadth-first tree from ``root`` over router-to-node adjacency (hosts are leaves)."""
+    parent: dict[str, str] = {}
+    queue, seen = deque([root]), {root}
+    while queue:
+        node = queue.popleft()
+        if node != root and topo.kind_of(node) == "host":
+            continue
+        nets = {i.subnet for i in plan.interfaces[node]}
+        for other in sorted(plan.interfaces):
+            if other in seen or not nets & {i.subnet for i in plan.interfaces[other]}:
+                continue
+            seen.add(other)
+            parent[other] = node
+            queue.append(other)
+    return parent
+
+
+def _has_host_below(topo: Topology, parent: dict[str, str], node: str) -> bool:
+    """True when ``node`` is a host or has a host somewhere below it in the tree."""
+    if topo.kind_of(node) == "host":
+        return True
+    return any(_has_host_below(topo, parent, c) for c, p in parent.items() if p == node)
+
+
+def daemon_plan(topo: Topology, plan: AddressPlan, node: str, run_dir: Path) -> DaemonPlan:
+    """The backend's plan for one router."""
+    spec = router_spec(topo, plan, node, run_dir)
+    backend = topo.routing.backend
+    if backend == "frr":
+        return frr.plan(spec)
+    if backend == "pimd":
+        return pimd.plan(spec)
+    return smcroute.plan(spec, static_routes(topo, plan, node))
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    """The last lines of a log, for error messages."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class RouterSet:
+    """The routing daemons of every router in a lab."""
+
+    def __init__(self, topo: Topology, plan: AddressPlan, state: LabState, runner: Runner):
+        self.topo, self.plan, self.state, self.runner = topo, plan, state, runner
+        self.plans: dict[str, DaemonPlan] = {}
+        self.procs: dict[str, list[tuple[TrackedProcess, Path]]] = {}
+        self.ready_after: float | None = None
+
+    def node_dir(self, node: str) -> Path:
+        """A router's private directory."""
+        return self.state.path / "nodes" / node
+
+    def _prepare(self, node: str, plan: DaemonPlan) -> None:
+        """Create the plan's directories (with owners) and write its files."""
+        for d in plan.dirs:
+            path = Path(d.path)
+            path.mkdir(parents=True, exist_ok=True)
+            os.chown(path, pwd.getpwnam(d.owner).pw_uid, grp.getgrnam(d.group).gr_gid)
+            path.chmod(d.mode)
+        for name, text in plan.files.items():
+            Path(name).write_text(text)
+
+    def start(self, progress=lambda *a: None) -> None:  # noqa: ANN001
+        """Start every router's daemons."""
+        routers = self.topo.names("router")
+        for i, node in enumerate(routers, 1):
+            plan = daemon_plan(self.topo, self.plan, node, self.node_dir(node))
+            self.plans[node] = plan
+            self._prepare(node, plan)
+            self.procs[node] = []
+            for j, argv in enumerate(plan.start):
+                if j and plan.backend == "frr":
+                    self._wait_for_path(Path(frr.paths(self._spec(node))["zserv"]), node)
+                log = self.node_dir(node) / f"{Path(argv[0]).name}-{j}.out"
+                proc = spawn(self.state, Cmd(tuple(argv), netns_name(node)), log,
+                             f"{plan.backend} {node}")
+                self.procs[node].append((proc, log))
+            progress("starting routers", i, len(routers))
+
+    def _spec(self, node: str) -> RouterSpec:
+        """The planner input for a router (recomputed; it is cheap and pure)."""
+        return router_spec(self.topo, self.plan, node, self.node_dir(node))
+
+    def _wait_for_path(self, path: Path, node: str, timeout: float = 10.0) -> None:
+        """Poll until a daemon has created its socket."""
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            self._check_alive(node)
+            if time.monotonic() > deadline:
+                raise RoutingError(f"{node}: {path} did not appear within {timeout:g}s")
+            time.sleep(POLL_INTERVAL)
+
+    def _check_alive(self, node: str) -> None:
+        """Raise with the log tail if a daemon of ``node`` has exited."""
+        for proc, log in self.procs.get(node, []):
+            if not proc.alive():
+                raise RoutingError(f"{proc.what} exited early; its output:\n{_log_tail(log)}")
+
+    def _probe(self, node: str, argv: tuple[str, ...], in_netns: bool) -> str:
+        """Run a readiness probe and return its stdout ('' on failure)."""
+        command = Cmd(tuple(argv), netns_name(node) if in_netns else None, check=False)
+        try:
+            out = subprocess.run(full_argv(command), capture_output=True, text=True,
+                                 timeout=5, check=False)
+        except subprocess.TimeoutExpired:
+            return ""
+        return out.stdout
+
+    def wait_ready(self, timeout: float, progress=lambda *a: None) -> None:  # noqa: ANN001
+        """Poll every readiness check of every router until all pass."""
+        start = time.monotonic()
+        pending = {(node, i) for node, plan in self.plans.items()
+                   for i in range(len(plan.readiness))}
+        total = len(pending)
+        last: dict[tuple[str, int], str] = {}
+        while pending:
+            for node, i in sorted(pending):
+                self._check_alive(node)
+                check = self.plans[node].readiness[i]
+                out = self._probe(node, check.argv, check.in_netns)
+                last[(node, i)] = out
+                if check.predicate(out):
+                    pending.discard((node, i))
+            progress("waiting for routing", total - len(pending), total)
+            if not pending:
+                break
+            if time.monotonic() - start > timeout:
+                details = "\n".join(
+                    f"  {node}: {self.plans[node].readiness[i].name} not ready; last output: "
+                    f"{last.get((node, i), '').strip()[:300] or '(none)'}"
+                    for node, i in sorted(pending))
+                raise RoutingError(f"routing not ready after {timeout:g}s:\n{details}")
+            time.sleep(POLL_INTERVAL)
+        self.ready_after = time.monotonic() - start
+
+    def ready_summary(self) -> str:
+        """One line for the user: what became ready and how fast."""
+        checks = sum(len(p.readiness) for p in self.plans.values())
+        rp = self.topo.rp if self.topo.routing.backend != "smcroute" else None
+        rp_text = f", RP {rp} ({self.plan.address_of(rp)})" if rp else ""
+        took = f" in {self.ready_after:.2f}s" if self.ready_after is not None else ""
+        return f"{len(self.plans)} routers, {checks} checks passed{took}{rp_text}"
+
+
+def rp_address(topo: Topology, plan: AddressPlan) -> ipaddress.IPv4Address | None:
+    """The RP's address as configured on every router."""
+    return plan.address_of(topo.rp) if topo.rp and topo.routing.backend != "smcroute" else None

@@ -1,0 +1,26 @@
+"""Start long-running processes inside a node, each in its own process group, and track them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from mcclab.commands import Cmd
+from mcclab.execute import full_argv
+from mcclab.state import LabState, TrackedProcess, kill_group
+
+
+def spawn(state: LabState, command: Cmd, log: Path, what: str) -> TrackedProcess:
+    """Start ``command`` in a new session (so its pgid is its pid) and record it."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            full_argv(command), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return state.add_process(proc.pid, what)
+
+
+def stop(proc: TrackedProcess) -> None:
+    """End a tracked process group."""
+    kill_group(proc)

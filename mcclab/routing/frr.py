@@ -1,0 +1,205 @@
+"""FRR 8.4 backend: zebra + pimd per router namespace, fully private paths.
+
+Every path a daemon would otherwise take from /etc/frr or /var/run/frr is
+given on the command line (config, pid file, zserv socket, vty socket dir),
+so any number of routers run side by side without sharing a file. The
+daemons drop to the ``frr`` user, which must be able to write the per-node
+directory: running them as root does not work out of the box because root
+is not in the ``frrvty`` group the daemons insist on.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+from mcclab.routing.common import (
+    ALL_MULTICAST,
+    DEFAULT_SSM_RANGE,
+    DaemonPlan,
+    DirSpec,
+    ReadinessCheck,
+    RouterSpec,
+    join,
+)
+
+FRR_BIN_DIR = "/usr/lib/frr"
+VTYSH = "vtysh"
+SSM_PREFIX_LIST = "mcclab-ssm"
+
+
+def frr_dir(spec: RouterSpec) -> str:
+    """The frr-owned subdirectory of the router's run dir."""
+    return join(spec.run_dir, "frr")
+
+
+def paths(spec: RouterSpec) -> dict[str, str]:
+    """Every file FRR uses for this router (configs, pids, logs, sockets)."""
+    d = frr_dir(spec)
+    return {
+        "dir": d,
+        "zebra_conf": join(d, "zebra.conf"),
+        "pimd_conf": join(d, "pimd.conf"),
+        "zebra_pid": join(d, "zebra.pid"),
+        "pimd_pid": join(d, "pimd.pid"),
+        "zebra_log": join(d, "zebra.log"),
+        "pimd_log": join(d, "pimd.log"),
+        "zserv": join(d, "zserv.api"),
+        # --vty_socket takes a directory; daemons create <dir>/<daemon>.vty in it.
+        "vty_dir": d,
+    }
+
+
+def zebra_conf(spec: RouterSpec) -> str:
+    """zebra needs nothing beyond a hostname: the namespace's kernel routes are its RIB."""
+    return f"! mcclab: zebra for {spec.name}\nhostname {spec.name}\n"
+
+
+def pimd_conf(spec: RouterSpec) -> str:
+    """pimd config: static RP, SSM range, PIM/IGMP per interface with the IGMP timers."""
+    t = spec.igmp
+    lines = [f"! mcclab: pimd for {spec.name}", f"hostname {spec.name}"]
+    if spec.rp is not None:
+        lines.append(f"ip pim rp {spec.rp} {ALL_MULTICAST}")
+    if ipaddress.IPv4Network(spec.ssm_range) != ipaddress.IPv4Network(DEFAULT_SSM_RANGE):
+        # FRR's SSM range is 232/8 unless a prefix-list says otherwise; "ge 32"
+        # because the list is matched against single groups (/32 prefixes).
+        lines.append(f"ip prefix-list {SSM_PREFIX_LIST} seq 5 permit {spec.ssm_range} ge 32")
+        lines.append(f"ip pim ssm prefix-list {SSM_PREFIX_LIST}")
+    for iface in spec.ifaces:
+        if not (iface.pim or iface.igmp):
+            continue
+        lines.append(f"interface {iface.name}")
+        if iface.pim:
+            lines.append(" ip pim")
+        if iface.igmp:
+            lines += [
+                " ip igmp",
+                f" ip igmp version {t.version}",
+                # Units differ per knob: seconds here, deciseconds below.
+                f" ip igmp query-interval {t.query_interval_s}",
+                f" ip igmp query-max-response-time {t.query_max_response_ms // 100}",
+                f" ip igmp last-member-query-interval {t.last_member_query_interval_ms // 100}",
+                f" ip igmp last-member-query-count {t.last_member_query_count}",
+            ]
+        lines.append("exit")
+    return "\n".join(lines) + "\n"
+
+
+def _daemon_argv(spec: RouterSpec, daemon: str, bin_dir: str, user: str, group: str
+                 ) -> tuple[str, ...]:
+    p = paths(spec)
+    # No -d: the daemon stays in the foreground so the runner owns its process
+    # group. -P 0 closes the TCP vty port; vtysh reaches the unix socket instead.
+    return (
+        join(bin_dir, daemon),
+        "-u", user, "-g", group,
+        "-P", "0",
+        "-f", p[f"{daemon}_conf"],
+        "-i", p[f"{daemon}_pid"],
+        "-z", p["zserv"],
+        "--vty_socket", p["vty_dir"],
+        "--log", f"file:{p[f'{daemon}_log']}",
+    )
+
+
+def vtysh_argv(spec: RouterSpec, command: str, vtysh: str = VTYSH) -> tuple[str, ...]:
+    """vtysh talking to this router's pimd only, through its private socket dir."""
+    return (vtysh, "--vty_socket", paths(spec)["vty_dir"], "-d", "pimd", "-c", command)
+
+
+def plan(spec: RouterSpec, bin_dir: str = FRR_BIN_DIR, user: str = "frr", group: str = "frr",
+         vtysh: str = VTYSH) -> DaemonPlan:
+    """Files, argvs and readiness checks for zebra + pimd on one router."""
+    p = paths(spec)
+    checks = [
+        ReadinessCheck("pim-interfaces", vtysh_argv(spec, "show ip pim interface json", vtysh),
+                       lambda out: pim_interfaces_up(out, [i.name for i in spec.ifaces if i.pim])),
+        ReadinessCheck("pim-neighbors", vtysh_argv(spec, "show ip pim neighbor json", vtysh),
+                       lambda out: neighbors_up(out, spec.pim_neighbors)),
+    ]
+    if spec.rp is not None:
+        rp = spec.rp
+        checks.append(ReadinessCheck("rp-reachable",
+                                     vtysh_argv(spec, "show ip pim rp-info json", vtysh),
+                                     lambda out: rp_reachable(out, rp)))
+    return DaemonPlan(
+        backend="frr",
+        # The daemons write pid, log and sockets here after dropping to `user`.
+        dirs=(DirSpec(p["dir"], owner=user, group=group, mode=0o755),),
+        files={p["zebra_conf"]: zebra_conf(spec), p["pimd_conf"]: pimd_conf(spec)},
+        start=(_daemon_argv(spec, "zebra", bin_dir, user, group),
+               _daemon_argv(spec, "pimd", bin_dir, user, group)),
+        pidfiles=(p["zebra_pid"], p["pimd_pid"]),
+        readiness=tuple(checks),
+        logs=(p["zebra_log"], p["pimd_log"]),
+        # pimd retries zebra on its own, but starting after zebra's socket
+        # exists avoids a noisy first connect failure.
+        start_gap_s=0.5,
+    )
+
+
+# ---- parsers over vtysh JSON (pure; unit-tested on captured output) ----
+
+def _load(out: str) -> Any:
+    """JSON from vtysh, or None when the daemon was not up (vtysh prints prose then)."""
+    try:
+        return json.loads(out)
+    except (ValueError, TypeError):
+        return None
+
+
+def parse_neighbors(out: str) -> dict[str, set[str]]:
+    """``show ip pim neighbor json`` -> {interface: {neighbor address, ...}}."""
+    data = _load(out)
+    if not isinstance(data, dict):
+        return {}
+    return {ifname: set(nbrs) for ifname, nbrs in data.items() if isinstance(nbrs, dict)}
+
+
+def neighbors_up(out: str, expected: tuple[str, ...] | list[str]) -> bool:
+    """True when every expected neighbour address is seen (on any interface)."""
+    data = _load(out)
+    if not isinstance(data, dict):
+        return False
+    seen = set().union(*parse_neighbors(out).values()) if data else set()
+    return set(expected) <= seen
+
+
+def parse_rp_info(out: str) -> list[dict[str, Any]]:
+    """``show ip pim rp-info json`` -> flat list of RP entries (one per group range)."""
+    data = _load(out)
+    if not isinstance(data, dict):
+        return []
+    return [entry for entries in data.values() if isinstance(entries, list)
+            for entry in entries if isinstance(entry, dict)]
+
+
+def rp_reachable(out: str, rp: str, group: str = ALL_MULTICAST) -> bool:
+    """True when ``rp`` serves ``group`` and is either us or has an RPF interface.
+
+    FRR keeps a configured RP even without a route to it; it then shows
+    ``outboundInterface: "Unknown"`` and joins go nowhere.
+    """
+    for entry in parse_rp_info(out):
+        if entry.get("rpAddress") != rp or entry.get("group") != group:
+            continue
+        if entry.get("iAmRP") is True:
+            return True
+        return entry.get("outboundInterface", "Unknown") not in ("Unknown", "", None)
+    return False
+
+
+def pim_interfaces_up(out: str, names: list[str]) -> bool:
+    """``show ip pim interface json``: every named interface is up with an address."""
+    data = _load(out)
+    if not isinstance(data, dict):
+        return False
+    for name in names:
+        row = data.get(name)
+        if not isinstance(row, dict) or row.get("state") != "up":
+            return False
+        if row.get("address") in (None, "", "0.0.0.0"):
+            return False
+    return True

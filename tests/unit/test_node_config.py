@@ -1,0 +1,60 @@
+"""The command lines that configure nodes, asserted as data (no root needed)."""
+
+from mcclab.model.addressing import plan_addresses
+from mcclab.model.loader import resolve_topology
+from mcclab.net import node_config
+
+
+def topo(version=3):
+    return resolve_topology({"name": "c", "generate": {"kind": "chain", "routers": 2,
+                                                        "hosts_per_router": 1},
+                             "routing": {"igmp": {"version": version}}})
+
+
+def lines(cmds):
+    return [str(c) for c in cmds]
+
+
+def test_router_forwards_and_host_does_not():
+    t = topo()
+    plan = plan_addresses(t)
+    router = lines(node_config.node_cmds(t, plan, "r1"))
+    host = lines(node_config.node_cmds(t, plan, "h1n1"))
+    assert "[mcl-r1] sysctl -q -w net.ipv4.ip_forward=1" in router
+    assert "[mcl-h1n1] sysctl -q -w net.ipv4.ip_forward=0" in host
+
+
+def test_rp_filter_off_and_igmp_version_forced_on_every_interface():
+    t = topo(version=2)
+    plan = plan_addresses(t)
+    out = lines(node_config.node_cmds(t, plan, "r1"))
+    for iface in plan.interfaces["r1"]:
+        assert f"[mcl-r1] sysctl -q -w net.ipv4.conf.{iface.name}.rp_filter=0" in out
+        assert f"[mcl-r1] sysctl -q -w net.ipv4.conf.{iface.name}.force_igmp_version=2" in out
+    assert "[mcl-r1] sysctl -q -w net.ipv4.igmp_max_memberships=1024" in out
+
+
+def test_offloads_off_before_addressing():
+    t = topo()
+    plan = plan_addresses(t)
+    out = lines(node_config.node_cmds(t, plan, "h1n1"))
+    eth = plan.interfaces["h1n1"][0].name
+    off = out.index(f"[mcl-h1n1] ethtool -K {eth} rx off tx off sg off tso off gso off gro off")
+    assert off < out.index(f"[mcl-h1n1] ip addr add {plan.interfaces['h1n1'][0].address} dev {eth}")
+
+
+def test_hosts_send_multicast_on_the_experiment_interface():
+    t = topo()
+    plan = plan_addresses(t)
+    out = lines(node_config.node_cmds(t, plan, "src"))
+    assert "[mcl-src] ip route replace 224.0.0.0/4 dev src-eth0" in out
+    assert not any("224.0.0.0/4" in line for line in lines(node_config.node_cmds(t, plan, "r1")))
+
+
+def test_control_ports_are_isolated_and_get_no_default_route():
+    t = topo()
+    plan = plan_addresses(t)
+    out = lines(node_config.control_node_cmds("r1", plan))
+    assert "bridge link set dev mclc-r1 isolated on" in out
+    assert f"[mcl-r1] ip addr add {plan.control['r1']} dev ctl0" in out
+    assert not any("default" in line for line in out)
