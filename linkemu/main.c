@@ -76,7 +76,12 @@ static void flush_verdicts(struct lane *l)
 {
 	if (vlen == 0)
 		return;
-	if (mnl_socket_sendto(l->nl, vbuf, vlen) < 0) {
+	ssize_t r;
+	int tries = 0;
+	while ((r = mnl_socket_sendto(l->nl, vbuf, vlen)) < 0 && tries++ < 3 &&
+	       (errno == EINTR || errno == EAGAIN || errno == ENOBUFS))
+		;
+	if (r < 0) {
 		/* Lost verdicts leave packets stuck in the kernel queue until
 		 * exit; count it loudly rather than abort the whole node. */
 		l->nl_errors++;
@@ -125,7 +130,7 @@ static void on_msgs(struct lane *l, const void *buf, int len, int64_t now)
 			} else if (e->error) {
 				l->nl_errors++;
 			}
-		} else if ((nlh->nlmsg_type & 0xff) == NFQNL_MSG_PACKET) {
+		} else if (nlh->nlmsg_type == ((NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET)) {
 			on_packet(l, nlh, now);
 		}
 	}
@@ -202,7 +207,7 @@ static void lane_open(struct lane *l)
 	if (l->ack_err) {
 		errno = l->ack_err;
 		fprintf(stderr, "mcclab-linkemu: binding NFQUEUE %u: %s%s\n", qn, strerror(errno),
-			errno == EBUSY ? " (another process owns this queue)" : "");
+			errno == EPERM ? " (is another process bound to this queue?)" : "");
 		exit(1);
 	}
 	if (fcntl(l->fd, F_SETFL, fcntl(l->fd, F_GETFL) | O_NONBLOCK) < 0)

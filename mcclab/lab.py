@@ -8,6 +8,7 @@ path as crash cleanup, so the crash path is exercised on every normal run.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import shutil
 import subprocess
@@ -16,14 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcclab.commands import Cmd
 from mcclab.execute import Runner
 from mcclab.features import KernelFeatures, probe
+from mcclab.links import LinkEmulation, link_problems, select_backend, start_links
 from mcclab.model.addressing import AddressPlan, plan_addresses
 from mcclab.model.topology import Topology
 from mcclab.net import node_config
 from mcclab.net.mininet_backend import MininetBackend
 from mcclab.net.routers import RouterSet, required_binaries
-from mcclab.state import LabState, destroy, leftovers
+from mcclab.processes import spawn
+from mcclab.state import ROOT_IFACE_PREFIX, LabState, TrackedProcess, destroy, leftovers
 
 Progress = Callable[[str, int, int], None]
 
@@ -48,19 +52,19 @@ class LabOptions:
 
 
 def _root_networks() -> list[ipaddress.IPv4Network]:
-    """Networks the root namespace already routes to (to keep the control net clear of them)."""
-    out = subprocess.run(["ip", "-4", "-o", "route", "show", "table", "all"],
+    """Networks the root namespace routes to, other than mcclab's own control bridge."""
+    out = subprocess.run(["ip", "-4", "-j", "route", "show", "table", "all"],
                          capture_output=True, text=True, check=False).stdout
     nets = []
-    for line in out.splitlines():
-        dest = line.split()[0]
-        if dest in ("default", "broadcast", "local", "unreachable", "multicast"):
-            dest = line.split()[1] if dest in ("broadcast", "local") else ""
+    for route in json.loads(out or "[]"):
+        dest, dev = route.get("dst", ""), route.get("dev", "")
+        if dev.startswith(ROOT_IFACE_PREFIX) or dest in ("default", ""):
+            continue
         try:
             net = ipaddress.IPv4Network(dest, strict=False)
         except ValueError:
             continue
-        if not net.is_loopback and net.prefixlen > 0:
+        if not (net.is_loopback or net.is_multicast or net.prefixlen == 0):
             nets.append(net)
     return nets
 
@@ -85,7 +89,7 @@ def preflight(topo: Topology, features: KernelFeatures) -> list[str]:
             problems.append(f"{tool} not found: run 'make setup'")
     control = topo.addressing.control
     for net in _root_networks():
-        if net.overlaps(control) and not str(net).startswith(str(control)):
+        if net.overlaps(control):
             problems.append(f"addressing.control {control} overlaps the host's route {net}")
     rest = leftovers()
     if rest["netns"] or rest["interfaces"]:
@@ -108,6 +112,13 @@ class Lab:
         self.features: KernelFeatures | None = self.options.features
         self.routers: RouterSet | None = None
         self.link_backend = "none"
+        self.backend: MininetBackend | None = None
+        self.links: LinkEmulation | None = None
+
+    @property
+    def mininet(self):  # noqa: ANN201 - mininet has no type hints
+        """The Mininet object holding the nodes (for Mininet's CLI)."""
+        return self.backend._net if self.backend else None
 
     @property
     def run_dir(self) -> Path:
@@ -119,12 +130,16 @@ class Lab:
         progress = self.options.progress
         self.features = self.features or probe()
         problems = preflight(self.topo, self.features)
+        # Link hook: choose the link backend ('none' when no link is shaped) and
+        # refuse links it cannot emulate, before anything is created.
+        self.link_backend = select_backend(self.topo, self.features)
+        problems += link_problems(self.topo, self.link_backend, self.features)
         if problems:
             raise PreflightError("cannot start the lab:\n  - " + "\n  - ".join(problems))
-        self.link_backend = self.features.link_backend(self.topo.link_backend)
         self.state.save()
         try:
             self._build(progress)
+            self.links = start_links(self, progress)
             self.routers = RouterSet(self.topo, self.plan, self.state, self.runner)
             self.routers.start(progress)
             self.routers.wait_ready(self.options.readiness_timeout, progress)
@@ -138,7 +153,7 @@ class Lab:
     def _build(self, progress: Progress) -> None:
         """Nodes, links, control network, addresses and routes."""
         l3 = [n for n in self.topo.nodes if self.topo.kind_of(n) != "lan"]
-        backend = MininetBackend(self.runner, self.state)
+        backend = self.backend = MininetBackend(self.runner, self.state)
         total = len(self.topo.nodes) + len(self.topo.links)
         done = 0
         for name, node in self.topo.nodes.items():
@@ -158,6 +173,19 @@ class Lab:
             self.runner.run_all(node_config.control_node_cmds(node, self.plan))
             self.runner.run_all(node_config.node_cmds(self.topo, self.plan, node))
             progress("configuring nodes", i, len(l3))
+
+    def spawn(self, node: str, argv: list[str], name: str) -> tuple[TrackedProcess, Path]:
+        """Start a long-running process in ``node``'s namespace, in its own process group.
+
+        Its output goes to ``<lab>/logs/<name>.log``, returned with the handle.
+        """
+        log = self.state.path / "logs" / f"{name}.log"
+        proc = spawn(self.state, Cmd(tuple(argv), node_config.netns_name(node)), log, name)
+        return proc, log
+
+    def run(self, node: str, argv: list[str], check: bool = True) -> str:
+        """Run a short command in ``node``'s namespace and return its stdout."""
+        return self.runner.run(Cmd(tuple(argv), node_config.netns_name(node), check))
 
     def down(self) -> None:
         """Tear everything down (the same path `mcclab clean` takes after a crash)."""

@@ -9,6 +9,7 @@ recycled pid is never killed by mistake.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -121,10 +122,8 @@ def kill_group(proc: TrackedProcess, grace: float = 3.0) -> None:
 
 def _reap(pid: int) -> None:
     """Collect a child's exit status so it does not linger as a zombie."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _netns_pids(name: str) -> list[int]:
@@ -147,10 +146,8 @@ def destroy(state: LabState) -> None:
         # Anything left inside (a daemon that escaped its group, a Mininet shell)
         # is found by namespace membership, not by name.
         for pid in _netns_pids(ns):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             _reap(pid)
         _quiet("ip", "netns", "del", ns)
     for iface in state.root_ifaces:

@@ -91,7 +91,8 @@ def plan_addresses(topo: Topology) -> AddressPlan:
         name = f"{node}-eth{counters[node]}"
         counters[node] += 1
         plan.interfaces[node].append(
-            Interface(node, name, ipaddress.IPv4Interface(f"{addr}/{net.prefixlen}"), idx, peer, lan)
+            Interface(node, name, ipaddress.IPv4Interface(f"{addr}/{net.prefixlen}"), idx, peer,
+                      lan)
         )
 
     for idx, link in enumerate(topo.links):
@@ -181,7 +182,8 @@ def _bfs_first_hops(
 ) -> dict[str, tuple[int, Interface, Interface]]:
     """Distance and first hop (gateway interface, own interface) from src to each node."""
     result: dict[str, tuple[int, Interface, Interface]] = {}
-    queue: deque[tuple[str, int, Interface | None, Interface | None]] = deque([(src, 0, None, None)])
+    Item = tuple[str, int, Interface | None, Interface | None]
+    queue: deque[Item] = deque([(src, 0, None, None)])
     seen = {src}
     while queue:
         node, dist, gw, own = queue.popleft()

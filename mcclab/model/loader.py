@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, TypeVar
-
-import re
 
 import yaml
 from pydantic import BaseModel, ValidationError, model_validator

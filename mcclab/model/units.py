@@ -28,7 +28,7 @@ _SIZE_UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1_000_000, "mib": 1 << 20}
 
 def _split(value: object, what: str, example: str) -> tuple[float, str]:
     """Split '12.5 Mbit' into (12.5, 'mbit'); reject bare numbers."""
-    if isinstance(value, bool) or isinstance(value, int | float):
+    if isinstance(value, bool | int | float):
         raise ValueError(f"{what} needs a unit, e.g. {example!r} (got bare number {value!r})")
     if not isinstance(value, str):
         raise ValueError(f"{what} must be a string with a unit, e.g. {example!r}")

@@ -53,10 +53,15 @@ def sysctl_cmds(topo: Topology, node: str, ifaces: list[Interface]) -> list[Cmd]
         sysctl(ns, "net.ipv4.igmp_max_msf", IGMP_MAX_MSF),
         sysctl(ns, "net.ipv4.icmp_ratelimit", 0),
     ]
-    version = topo.routing.igmp.version
+    igmp = topo.routing.igmp
+    report_ms = round(igmp.unsolicited_report_interval * 1000)
     for iface in ifaces:
-        out.append(sysctl(ns, f"net.ipv4.conf.{iface.name}.rp_filter", 0))
-        out.append(sysctl(ns, f"net.ipv4.conf.{iface.name}.force_igmp_version", version))
+        conf = f"net.ipv4.conf.{iface.name}"
+        out.append(sysctl(ns, f"{conf}.rp_filter", 0))
+        out.append(sysctl(ns, f"{conf}.force_igmp_version", igmp.version))
+        if not router:
+            out.append(sysctl(ns, f"{conf}.igmpv{igmp.version}_unsolicited_report_interval",
+                              report_ms))
     return out
 
 

@@ -56,12 +56,21 @@ def zebra_conf(spec: RouterSpec) -> str:
     return f"! mcclab: zebra for {spec.name}\nhostname {spec.name}\n"
 
 
-def pimd_conf(spec: RouterSpec) -> str:
-    """pimd config: static RP, SSM range, PIM/IGMP per interface with the IGMP timers."""
+def pimd_conf(spec: RouterSpec, spt_switchover: bool = False) -> str:
+    """pimd config: static RP, SSM range, PIM/IGMP per interface with the IGMP timers.
+
+    ``spt_switchover`` False keeps ASM traffic on the shared tree. FRR 8.4's
+    last-hop router, when its last member leaves a group it had switched to
+    the SPT, sends a stale (*,G) Join together with the (S,G,rpt) Prune; the
+    upstream router then keeps forwarding the group for the full 210 s join
+    holdtime. Measured in docs/routing.md; staying on the RPT avoids it.
+    """
     t = spec.igmp
     lines = [f"! mcclab: pimd for {spec.name}", f"hostname {spec.name}"]
     if spec.rp is not None:
         lines.append(f"ip pim rp {spec.rp} {ALL_MULTICAST}")
+    if not spt_switchover:
+        lines.append("ip pim spt-switchover infinity-and-beyond")
     if ipaddress.IPv4Network(spec.ssm_range) != ipaddress.IPv4Network(DEFAULT_SSM_RANGE):
         # FRR's SSM range is 232/8 unless a prefix-list says otherwise; "ge 32"
         # because the list is matched against single groups (/32 prefixes).
@@ -110,8 +119,12 @@ def vtysh_argv(spec: RouterSpec, command: str, vtysh: str = VTYSH) -> tuple[str,
 
 
 def plan(spec: RouterSpec, bin_dir: str = FRR_BIN_DIR, user: str = "frr", group: str = "frr",
-         vtysh: str = VTYSH) -> DaemonPlan:
-    """Files, argvs and readiness checks for zebra + pimd on one router."""
+         vtysh: str = VTYSH, spt_switchover: bool = False) -> DaemonPlan:
+    """Files, argvs and readiness checks for zebra + pimd on one router.
+
+    ``user``/``group`` must own the run dir (see ``dirs``); FRR refuses to run
+    as root unless root is in the frrvty group.
+    """
     p = paths(spec)
     checks = [
         ReadinessCheck("pim-interfaces", vtysh_argv(spec, "show ip pim interface json", vtysh),
@@ -128,7 +141,7 @@ def plan(spec: RouterSpec, bin_dir: str = FRR_BIN_DIR, user: str = "frr", group:
         backend="frr",
         # The daemons write pid, log and sockets here after dropping to `user`.
         dirs=(DirSpec(p["dir"], owner=user, group=group, mode=0o755),),
-        files={p["zebra_conf"]: zebra_conf(spec), p["pimd_conf"]: pimd_conf(spec)},
+        files={p["zebra_conf"]: zebra_conf(spec), p["pimd_conf"]: pimd_conf(spec, spt_switchover)},
         start=(_daemon_argv(spec, "zebra", bin_dir, user, group),
                _daemon_argv(spec, "pimd", bin_dir, user, group)),
         pidfiles=(p["zebra_pid"], p["pimd_pid"]),

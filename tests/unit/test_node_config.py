@@ -58,3 +58,13 @@ def test_control_ports_are_isolated_and_get_no_default_route():
     assert "bridge link set dev mclc-r1 isolated on" in out
     assert f"[mcl-r1] ip addr add {plan.control['r1']} dev ctl0" in out
     assert not any("default" in line for line in out)
+
+
+def test_hosts_repeat_state_change_reports_quickly():
+    t = topo()
+    plan = plan_addresses(t)
+    eth = plan.interfaces["h1n1"][0].name
+    out = lines(node_config.node_cmds(t, plan, "h1n1"))
+    key = f"net.ipv4.conf.{eth}.igmpv3_unsolicited_report_interval"
+    assert f"[mcl-h1n1] sysctl -q -w {key}=100" in out
+    assert not any("unsolicited" in line for line in lines(node_config.node_cmds(t, plan, "r1")))

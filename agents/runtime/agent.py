@@ -1,0 +1,228 @@
+"""The glue between a protocol core and its environment, shared by the real runtime and the
+simulator.
+
+:class:`Agent` parses incoming datagrams, keeps the statistics, carries out the
+core's actions (framing packets with per-channel sequence numbers, joining,
+leaving, timers, log records, gauges), writes a stats record and refreshes the
+gauges every second, and flushes the event log with it. The clock and the
+network are injected: :class:`~agents.runtime.loop.EventLoop` with
+:class:`~agents.runtime.transport.UdpTransport` in a lab, :class:`agents.sim.SimLoop`
+with :class:`agents.sim.SimPort` in simulated time.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from agents.runtime.actions import CancelTimer, Join, Leave, Log, Metric, Send, SetTimer
+from agents.runtime.core import Core
+from agents.runtime.eventlog import EventLog
+from agents.runtime.header import Drop, Header, encode
+from agents.runtime.loop import Clock, TimerHandle
+from agents.runtime.metrics import AgentMetrics
+from agents.runtime.session import Session
+from agents.runtime.stats import AgentStats
+from agents.runtime.transport import Transport
+
+STATS_INTERVAL = 1.0
+RUNTIME_EVENTS = frozenset({"start", "stop", "join", "leave", "first_packet", "stats", "error"})
+_U32 = (1 << 32) - 1
+
+
+class Agent:
+    """One sender or receiver: a core, a clock, a transport, statistics, log and metrics."""
+
+    def __init__(self, core: Core, role: str, session: Session, node: str, clock: Clock,
+                 log: EventLog, metrics: AgentMetrics, transport: Transport | None = None):
+        self.core = core
+        self.role = role
+        self.session = session
+        self.node = node
+        self.clock = clock
+        self.log = log
+        self.metrics = metrics
+        self.transport = transport
+        self.spec = session.spec
+        self.parser = self.spec.parser(session.session_id, len(session.channels))
+        self.groups = [str(c.group) for c in session.channels]
+        self.stats = AgentStats()
+        self.joined: dict[int, float] = {}  # channel -> join time
+        self._seq: dict[int, int] = {}
+        self._timers: dict[str, TimerHandle] = {}
+        self._tick: TimerHandle | None = None
+        self._next_tick = 0.0
+        self.running = False
+
+    # lifecycle
+    def start(self) -> None:
+        if self.transport is None:
+            raise RuntimeError("attach a transport before starting the agent")
+        now = self.clock.now()
+        self.running = True
+        self.stats.start(now)
+        self.log.write(now, "start", session=self.session.model_dump(mode="json"),
+                       protocol=self.spec.name, flow=self.session.flow)
+        self._next_tick = now + STATS_INTERVAL
+        self._tick = self.clock.call_at(self._next_tick, self._on_tick)
+        self._apply(self.core.start(now), now)
+        self.log.flush()
+
+    def stop(self) -> None:
+        """End the session: last stats record, leave everything, flush."""
+        if not self.running:
+            return
+        self.running = False
+        now = self.clock.now()
+        for action in self.core.stop(now):
+            if isinstance(action, Log | Metric):
+                self._apply([action], now)
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        if self._tick is not None:
+            self._tick.cancel()
+        self._write_stats(now)
+        for channel in list(self.joined):
+            self._leave(channel, now, reason="stop")
+        rx, tx = self.stats.received(), self.stats.sent_totals()
+        self.log.write(now, "stop", rx_packets=rx.packets, rx_bytes=rx.bytes, lost=rx.lost,
+                       tx_packets=tx.packets, tx_bytes=tx.bytes,
+                       send_errors=self.stats.send_errors,
+                       dropped={str(r): n for r, n in self.stats.drops.counts.items() if n})
+        self.log.flush()
+
+    # events from the environment
+    def deliver(self, data: bytes, channel: int) -> None:
+        """A datagram arrived on ``channel``'s group and port."""
+        if not self.running:
+            return
+        now = self.clock.now()
+        header = self.parser.parse(data, channel)
+        if isinstance(header, Drop):
+            self.stats.on_drop(header)
+            self.metrics.malformed[header].inc()
+            return
+        self._received(now, header, len(data))
+
+    def _received(self, now: float, header: Header, size: int) -> None:
+        chan = self.stats.channels.get(header.channel)
+        if chan is None or chan.base is None:
+            joined = self.joined.get(header.channel)
+            self.log.write(now, "first_packet", channel=header.channel, seq=header.seq,
+                           after_join=None if joined is None else round(now - joined, 6))
+        self.stats.on_packet(header.channel, header.seq, size)
+        self.metrics.packets_received.inc()
+        self.metrics.bytes_received.inc(size)
+        self._apply(self.core.on_packet(now, header, size, self.groups[header.channel]), now)
+
+    def _on_timer(self, timer_id: str) -> None:
+        self._timers.pop(timer_id, None)
+        if self.running:
+            now = self.clock.now()
+            self._apply(self.core.on_timer(now, timer_id), now)
+
+    def _on_tick(self) -> None:
+        now = self.clock.now()
+        self._write_stats(now)
+        self.log.flush()
+        # Ticks stay on the start + k seconds grid, skipping any missed while stalled.
+        while self._next_tick <= now:
+            self._next_tick += STATS_INTERVAL
+        self._tick = self.clock.call_at(self._next_tick, self._on_tick)
+
+    def _write_stats(self, now: float) -> None:
+        record = self.stats.roll(now, self.role)
+        self.log.write(now, "stats", **record)
+        m = self.metrics
+        m.packets_lost.set(record.get("total_lost", 0))
+        m.loss_fraction.set(record.get("loss_fraction", 0.0))
+        m.throughput.set(self.stats.last_throughput)
+        m.send_rate.set(self.stats.last_send_rate)
+        for name, value in self.core.metrics().items():
+            self._gauge(now, name, value)
+
+    # actions from the core
+    def _apply(self, actions: list[Any], now: float) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                self._send(action, now)
+            elif isinstance(action, SetTimer):
+                old = self._timers.get(action.timer_id)
+                if old is not None:
+                    old.cancel()
+                self._timers[action.timer_id] = self.clock.call_at(
+                    action.at, partial(self._on_timer, action.timer_id))
+            elif isinstance(action, CancelTimer):
+                old = self._timers.pop(action.timer_id, None)
+                if old is not None:
+                    old.cancel()
+            elif isinstance(action, Join):
+                self._join(self._channel(action.channel), now)
+            elif isinstance(action, Leave):
+                self._leave(self._channel(action.channel), now, reason="core")
+            elif isinstance(action, Log):
+                event = action.event if action.event not in RUNTIME_EVENTS \
+                    else f"core_{action.event}"
+                self.log.write(now, event, **action.fields)
+            elif isinstance(action, Metric):
+                self._gauge(now, action.name, action.value)
+            else:
+                raise TypeError(f"core returned {action!r}, which is not an action")
+
+    def _channel(self, channel: int) -> int:
+        if not 0 <= channel < len(self.groups):
+            raise ValueError(f"core used channel {channel}; the session has {len(self.groups)}")
+        return channel
+
+    def _send(self, action: Send, now: float) -> None:
+        channel = self._channel(action.channel)
+        if action.flags & ~self.spec.flags:
+            raise ValueError(f"core set flags {action.flags:#04x}; {self.spec.name} declares "
+                             f"{self.spec.flags:#04x}")
+        seq = self._seq.get(channel, 0)
+        header = Header(self.spec.protocol_id, self.session.session_id, channel, seq,
+                        max(0, int(now * 1e9)), action.flags, action.ext)
+        data = encode(header, self.spec.extension, action.size)
+        self._seq[channel] = (seq + 1) & _U32
+        assert self.transport is not None
+        if self.transport.send(channel, data):
+            self.stats.on_send(channel, len(data))
+            self.metrics.packets_sent.inc()
+            self.metrics.bytes_sent.inc(len(data))
+        else:
+            self.stats.send_errors += 1
+            self.metrics.send_errors.inc()
+
+    def _join(self, channel: int, now: float) -> None:
+        if channel in self.joined:
+            return
+        assert self.transport is not None
+        chan = self.session.channels[channel]
+        source = str(self.session.source) if self.session.ssm else None
+        try:
+            self.transport.join(channel)
+        except OSError as exc:
+            self.log.write(now, "error", what="join", channel=channel, error=str(exc))
+            self.log.flush()
+            raise
+        self.joined[channel] = now
+        self.metrics.joined.set(len(self.joined))
+        self.log.write(now, "join", channel=channel, group=str(chan.group), port=chan.port,
+                       source=source)
+
+    def _leave(self, channel: int, now: float, reason: str) -> None:
+        if channel not in self.joined:
+            return
+        assert self.transport is not None
+        self.transport.leave(channel)
+        del self.joined[channel]
+        self.stats.on_leave(channel)
+        self.metrics.joined.set(len(self.joined))
+        self.log.write(now, "leave", channel=channel,
+                       group=str(self.session.channels[channel].group), reason=reason)
+
+    def _gauge(self, now: float, name: str, value: float) -> None:
+        error = self.metrics.core_gauge(name, value)
+        if error is not None:
+            self.log.write(now, "error", what="metric", error=error)

@@ -1,0 +1,109 @@
+"""The real network: a multicast sending socket and per-channel member sockets on the loop.
+
+:class:`agents.sim.SimPort` implements the same four methods over the
+simulator's in-memory network.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Callable
+from typing import Protocol
+
+from agents.runtime.loop import EventLoop
+from agents.runtime.membership import close_member, open_member
+from agents.runtime.session import Session
+
+Deliver = Callable[[bytes, int], None]  # (datagram, channel it arrived on)
+BATCH = 256  # datagrams read per readiness event and socket, so one socket cannot starve
+
+
+class Transport(Protocol):
+    """What the agent glue needs from a network."""
+
+    def send(self, channel: int, data: bytes) -> bool: ...
+
+    def join(self, channel: int) -> None: ...
+
+    def leave(self, channel: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class UdpTransport:
+    """Sends from ``session.source`` (or ``address``) and receives on joined channels."""
+
+    def __init__(self, loop: EventLoop, session: Session, address: str | None,
+                 deliver: Deliver):
+        self.loop = loop
+        self.session = session
+        self.address = address
+        self.deliver = deliver
+        self.members: dict[int, socket.socket] = {}
+        self._sender: socket.socket | None = None
+
+    def _sending_socket(self) -> socket.socket:
+        if self._sender is None:
+            out = self.address or str(self.session.source)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, self.session.ttl)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(out))
+            sock.bind((out, 0))
+            sock.setblocking(False)
+            self._sender = sock
+        return self._sender
+
+    def open(self) -> None:
+        """Create the sending socket now, so a wrong source address fails at start-up."""
+        self._sending_socket()
+
+    def send(self, channel: int, data: bytes) -> bool:
+        """False when the kernel refuses (full buffer, no route): the packet is dropped."""
+        chan = self.session.channels[channel]
+        try:
+            self._sending_socket().sendto(data, (str(chan.group), chan.port))
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            if exc.errno in (errno.ENOBUFS, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EPERM):
+                return False
+            raise
+        return True
+
+    def _source(self) -> str | None:
+        return str(self.session.source) if self.session.ssm else None
+
+    def join(self, channel: int) -> None:
+        if channel in self.members:
+            return
+        chan = self.session.channels[channel]
+        sock = open_member(str(chan.group), chan.port, self._source(), self.address)
+        self.members[channel] = sock
+        self.loop.add_reader(sock, lambda: self._readable(channel, sock))
+
+    def leave(self, channel: int) -> None:
+        sock = self.members.pop(channel, None)
+        if sock is None:
+            return
+        self.loop.remove_reader(sock)
+        close_member(sock, str(self.session.channels[channel].group), self._source(),
+                     self.address)
+
+    def _readable(self, channel: int, sock: socket.socket) -> None:
+        for _ in range(BATCH):
+            if self.members.get(channel) is not sock:  # left while the event was pending
+                return
+            try:
+                data = sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                return
+            self.deliver(data, channel)
+
+    def close(self) -> None:
+        for channel in list(self.members):
+            self.leave(channel)
+        if self._sender is not None:
+            self._sender.close()
+            self._sender = None

@@ -1,0 +1,343 @@
+"""Measuring an emulated link from outside: the evidence the link tests and benchmark use.
+
+Pure statistics (percentiles, binomial confidence intervals, ns-2 RED's
+expected drop fraction) and thin runners of ping, iperf3 and the burst probe
+(``burst.py``) between two nodes of a running lab. Every measurement is taken
+by the end hosts (ping output, iperf3 JSON, receiver timestamps), never from
+the emulator's own view; the emulator's counters are read alongside as a
+cross-check.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mcclab.commands import Cmd
+from mcclab.model.topology import RedParams
+from mcclab.net.node_config import netns_name
+from mcclab.state import kill_group
+
+if TYPE_CHECKING:
+    from mcclab.lab import Lab
+
+Z99 = 2.5758293035489004  # two-sided 99% normal quantile
+ICMP_IP_BYTES = 84  # ping -s 56: 56 + 8 ICMP + 20 IP
+TCP_IP_BYTES, TCP_PAYLOAD = 1500, 1448  # full-size segment with timestamps on a 1500 MTU
+BURST_SCRIPT = Path(__file__).with_name("burst.py")
+_ports = itertools.count(5301)
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def nearest_rank(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) by the nearest-rank method."""
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    return xs[max(0, math.ceil(q / 100 * len(xs)) - 1)]
+
+
+def wilson(k: int, n: int, z: float = Z99) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion k/n (99% by default)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def red_pb(avg: float, red: RedParams) -> float:
+    """ns-2 RED's base drop probability p_b at average queue ``avg`` (packets)."""
+    if avg < red.min_th:
+        return 0.0
+    if avg >= red.max_th:
+        if not red.gentle or avg >= 2 * red.max_th:
+            return 1.0
+        return min(1.0, red.max_p + (1 - red.max_p) * (avg - red.max_th) / red.max_th)
+    return red.max_p * (avg - red.min_th) / (red.max_th - red.min_th)
+
+
+def red_pa(pb: float, count: int, wait: bool) -> float:
+    """ns-2's per-arrival drop probability after ``count`` arrivals since the last drop."""
+    cp = count * pb
+    if wait:
+        return 0.0 if cp < 1 else (pb / (2 - cp) if cp < 2 else 1.0)
+    return pb / (1 - cp) if cp < 1 else 1.0
+
+
+def red_drop_fraction(pb: float, wait: bool = True) -> float:
+    """Long-run fraction of arrivals RED drops while p_b stays constant.
+
+    The count-based spacing makes drops more regular than Bernoulli(p_b): the
+    gap between drops is ~uniform on [1, 1/p_b] (Floyd) or [1/p_b, 2/p_b]
+    (ns-2's wait_), so the fraction is ~2p_b or ~2p_b/3, not p_b.
+    """
+    if pb <= 0:
+        return 0.0
+    if pb >= 1:
+        return 1.0
+    gap, survive = 0.0, 1.0
+    for count in itertools.count(1):
+        gap += survive
+        survive *= 1 - min(1.0, red_pa(pb, count, wait))
+        if survive < 1e-12:
+            break
+    return 1 / gap
+
+
+def red_expected_fraction(avg: float, red: RedParams, wait: bool = True) -> float:
+    """Expected drop fraction when the RED average holds at ``avg``."""
+    return red_drop_fraction(red_pb(avg, red), wait)
+
+
+def red_avg_for_fraction(fraction: float, red: RedParams, wait: bool = True) -> float:
+    """The average queue at which RED drops ``fraction`` of arrivals (its curve, inverted)."""
+    lo, hi = float(red.min_th), float(2 * red.max_th if red.gentle else red.max_th)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if red_expected_fraction(mid, red, wait) < fraction:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+# ---------------------------------------------------------------- ping
+
+
+_TIME = re.compile(r"time=([0-9.]+) ms")
+
+
+def parse_ping(text: str) -> list[float]:
+    """RTTs in ms from ping's per-reply lines."""
+    return [float(m.group(1)) for m in _TIME.finditer(text)]
+
+
+def rtt_summary(rtts: list[float]) -> dict[str, float]:
+    """n, min, median, p99 and max of RTTs (ms)."""
+    if not rtts:
+        return {"n": 0, "min": math.nan, "median": math.nan, "p99": math.nan, "max": math.nan}
+    return {"n": len(rtts), "min": min(rtts), "median": nearest_rank(rtts, 50),
+            "p99": nearest_rank(rtts, 99), "max": max(rtts)}
+
+
+def ping(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 0.01,
+         size: int = 56) -> list[float]:
+    """RTTs (ms) of ``count`` pings from ``src`` to ``dst``'s first address."""
+    addr = str(lab.plan.address_of(dst))
+    argv = ("ping", "-n", "-c", str(count), "-i", str(interval), "-s", str(size), "-W", "2",
+            addr)
+    out = lab.runner.run(Cmd(argv, netns_name(src), check=False),
+                         timeout=count * interval + 30)
+    return parse_ping(out)
+
+
+# ---------------------------------------------------------------- iperf3
+
+
+def _wait_listening(lab: Lab, node: str, port: int, proto: str = "t",
+                    timeout: float = 10.0) -> None:
+    """Poll until something listens on ``port`` in ``node`` (no fixed sleeps)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = lab.runner.run(Cmd(("ss", f"-Hln{proto}", f"sport = :{port}"), netns_name(node),
+                                 check=False))
+        if out.strip():
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"nothing listens on port {port} in {node} after {timeout:g}s")
+
+
+def iperf3(lab: Lab, src: str, dst: str, seconds: float, *args: str) -> dict:
+    """Run one iperf3 test src -> dst and return the client's JSON with the server's inside."""
+    port = next(_ports)
+    addr = str(lab.plan.address_of(dst))
+    server, _ = lab.spawn(dst, ["iperf3", "-s", "-1", "-J", "-B", addr, "-p", str(port)],
+                          f"iperf3-server-{port}")
+    try:
+        _wait_listening(lab, dst, port)
+        argv = ("iperf3", "-c", addr, "-p", str(port), "-t", f"{seconds:g}", "-J",
+                "--get-server-output", *args)
+        out = lab.runner.run(Cmd(argv, netns_name(src), check=False), timeout=seconds + 30)
+    finally:
+        kill_group(server, grace=5.0)
+    result = json.loads(out)
+    if "error" in result:
+        raise RuntimeError(f"iperf3 {src}->{dst}: {result['error']}")
+    return result
+
+
+def _server_intervals(result: dict, skip: float) -> list[dict]:
+    """The server's interval sums after ``skip`` seconds, without the last (partial) one."""
+    intervals = result["server_output_json"]["intervals"]
+    return [i["sum"] for i in intervals[:-1] if i["sum"]["start"] >= skip - 1e-6]
+
+
+@dataclass
+class RateResult:
+    """A rate measured at the receiver, in IP bits per second."""
+
+    ip_bps: float
+    seconds: float
+    detail: dict
+
+
+def udp_rate(lab: Lab, src: str, dst: str, offered_bps: float, seconds: float = 5.0,
+             size: int = 1428, skip: float = 1.0) -> RateResult:
+    """Receiver-side IP rate of a UDP flow offered at ``offered_bps`` (IP bits/s)."""
+    payload = size - 28
+    udp_bps = offered_bps * payload / size
+    result = iperf3(lab, src, dst, seconds, "-u", "-b", f"{udp_bps:.0f}", "-l", str(payload))
+    sums = _server_intervals(result, skip)
+    received = sum(s["packets"] - s["lost_packets"] for s in sums)
+    secs = sum(s["seconds"] for s in sums)
+    byts = sum(s["bytes"] for s in sums) + 28 * received
+    end = result["server_output_json"]["end"]["sum"]
+    return RateResult(byts * 8 / secs, secs, {"packets": received, "lost": end["lost_packets"],
+                                              "sent": end["packets"]})
+
+
+def tcp_rate(lab: Lab, src: str, dst: str, seconds: float = 8.0, cc: str = "cubic",
+             skip: float = 2.0) -> RateResult:
+    """Receiver-side IP rate of one TCP flow (goodput scaled by 1500/1448), after ``skip``."""
+    result = iperf3(lab, src, dst, seconds, "-C", cc)
+    sums = _server_intervals(result, skip)
+    secs = sum(s["seconds"] for s in sums)
+    goodput = sum(s["bytes"] for s in sums) * 8 / secs
+    sent = result["end"]["sum_sent"]
+    return RateResult(goodput * TCP_IP_BYTES / TCP_PAYLOAD, secs,
+                      {"goodput_bps": goodput, "retransmits": sent.get("retransmits"),
+                       "whole_test_goodput_bps": result["end"]["sum_received"]
+                       ["bits_per_second"]})
+
+
+@dataclass
+class LossResult:
+    """Datagrams lost between two hosts, with the 99% Wilson interval of the loss rate."""
+
+    sent: int
+    lost: int
+    ci: tuple[float, float]
+
+    @property
+    def rate(self) -> float:
+        """Measured loss probability."""
+        return self.lost / self.sent if self.sent else math.nan
+
+
+def udp_loss(lab: Lab, src: str, dst: str, offered_bps: float, seconds: float = 5.0,
+             size: int = 128) -> LossResult:
+    """Loss of small UDP datagrams offered below the link rate (so no queue drops)."""
+    payload = size - 28
+    result = iperf3(lab, src, dst, seconds, "-u", "-b", f"{offered_bps * payload / size:.0f}",
+                    "-l", str(payload))
+    end = result["server_output_json"]["end"]["sum"]
+    sent, lost = int(end["packets"]), int(end["lost_packets"])
+    return LossResult(sent, lost, wilson(lost, sent))
+
+
+# ---------------------------------------------------------------- timestamped UDP
+
+
+@dataclass
+class Probe:
+    """What the burst receiver saw: per received datagram its sequence and times (ns)."""
+
+    count: int
+    seq: list[int]
+    sent_ns: list[int]
+    recv_ns: list[int]
+
+    @property
+    def lost(self) -> int:
+        """Datagrams sent but never received."""
+        return self.count - len(set(self.seq))
+
+    def owd_ms(self) -> list[float]:
+        """One-way delays in ms."""
+        return [(r - s) / 1e6 for r, s in zip(self.recv_ns, self.sent_ns, strict=True)]
+
+
+def probe(lab: Lab, src: str, dst: str, count: int, size: int = 1000, pps: float = 0.0,
+          idle: float = 2.0) -> Probe:
+    """Send ``count`` timestamped datagrams src -> dst (back-to-back when pps is 0)."""
+    port = next(_ports)
+    out = lab.run_dir / "probes" / f"burst-{port}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    addr = str(lab.plan.address_of(dst))
+    receiver, log = lab.spawn(dst, [sys.executable, str(BURST_SCRIPT), "recv", "--bind", addr,
+                                    "--port", str(port), "--out", str(out), "--idle",
+                                    str(idle)], f"burst-recv-{port}")
+    try:
+        deadline = time.monotonic() + 10
+        while not Path(str(out) + ".ready").exists():
+            if time.monotonic() > deadline or not receiver.alive():
+                raise RuntimeError(f"burst receiver did not start: {log.read_text()[-500:]}")
+            time.sleep(0.02)
+        seconds = count / pps if pps else 1.0
+        lab.runner.run(Cmd((sys.executable, str(BURST_SCRIPT), "send", "--to", addr, "--port",
+                            str(port), "--count", str(count), "--size", str(size), "--pps",
+                            str(pps)), netns_name(src)), timeout=seconds + 30)
+        deadline = time.monotonic() + idle + 40
+        while not out.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("burst receiver never wrote its results")
+            time.sleep(0.05)
+    finally:
+        kill_group(receiver)
+    data = json.loads(out.read_text())
+    return Probe(count, data["seq"], data["sent_ns"], data["recv_ns"])
+
+
+def queue_at_first_drop(p: Probe) -> dict[str, float]:
+    """From a back-to-back burst: how many packets waited when the first one was dropped.
+
+    Packet i started its transmission at recv_i - owd_0 (packet 0 found the
+    link idle), so the queue when packet j (the first lost one) arrived is
+    the packets admitted before it minus those already on the wire.
+    """
+    got = dict(zip(p.seq, zip(p.sent_ns, p.recv_ns, strict=True), strict=True))
+    first_lost = next((i for i in range(p.count) if i not in got), None)
+    if first_lost is None or 0 not in got:
+        return {"first_lost": math.nan, "started": math.nan, "queue": math.nan}
+    base = got[0][1] - got[0][0]
+    # The first lost packet's own send time is not known at the receiver:
+    # take the next received packet's, as the burst is sent back-to-back.
+    after = next((got[i][0] for i in range(first_lost + 1, p.count) if i in got),
+                 got[first_lost - 1][0])
+    started = sum(1 for i in range(first_lost) if got[i][1] - base <= after)
+    return {"first_lost": first_lost, "started": started, "queue": first_lost - started}
+
+
+def queue_from_owd(p: Probe, rate_bps: float, size: int, skip: float) -> dict[str, float]:
+    """Mean number of packets waiting ahead of each arrival, from one-way delays.
+
+    A packet that waited W behind k queued packets and the residual of the one
+    in service has W = residual + k * T (T = size*8/rate), so k = ceil(W/T) - 1.
+    The base delay is the smallest one-way delay seen (an arrival at an idle link).
+    """
+    t = size * 8 / rate_bps * 1e9
+    owd = [r - s for r, s in zip(p.recv_ns, p.sent_ns, strict=True)]
+    base = min(owd)
+    start = p.sent_ns[0] + skip * 1e9
+    ks = [max(0, math.ceil((o - base) / t - 1e-6) - 1)
+          for o, s in zip(owd, p.sent_ns, strict=True) if s >= start]
+    return {"mean": sum(ks) / len(ks) if ks else math.nan, "samples": len(ks)}
+
+
+def drop_fraction_after(p: Probe, skip: float, pps: float) -> tuple[int, int]:
+    """(lost, sent) among datagrams sent after ``skip`` seconds (sequence-based)."""
+    first = math.ceil(skip * pps)
+    got = {s for s in p.seq if s >= first}
+    sent = p.count - first
+    return sent - len(got), sent

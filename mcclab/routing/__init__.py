@@ -1,0 +1,54 @@
+"""Multicast routing backends as pure planners: config text and argv lists, no I/O.
+
+Usage: build a :class:`RouterSpec` per router, call :func:`plan_router`, and
+hand the :class:`DaemonPlan` to the runner. See docs/routing.md for the
+measured behaviour of each backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from mcclab.routing import frr, pimd, smcroute
+from mcclab.routing.common import (
+    DaemonPlan,
+    DirSpec,
+    IgmpTimers,
+    ReadinessCheck,
+    RouterIface,
+    RouterSpec,
+    StaticMroute,
+    host_sysctls,
+    router_sysctls,
+    sysctl_argv,
+)
+
+BACKENDS = ("frr", "pimd", "smcroute")
+
+# Binaries each backend needs on the machine (preflight checks).
+BINARIES = {
+    "frr": (f"{frr.FRR_BIN_DIR}/zebra", f"{frr.FRR_BIN_DIR}/pimd", frr.VTYSH),
+    "pimd": (pimd.PIMD_BIN, "unshare", "mount"),
+    "smcroute": (smcroute.SMCROUTED, smcroute.SMCROUTECTL),
+}
+
+
+def plan_router(backend: str, spec: RouterSpec, routes: Iterable[StaticMroute] = ()) -> DaemonPlan:
+    """The plan for one router; ``routes`` only matter (and are only allowed) for smcroute."""
+    routes = tuple(routes)
+    if backend == "smcroute":
+        return smcroute.plan(spec, routes)
+    if routes:
+        raise ValueError(f"static routes are only supported by smcroute, not {backend}")
+    if backend == "frr":
+        return frr.plan(spec)
+    if backend == "pimd":
+        return pimd.plan(spec)
+    raise ValueError(f"unknown routing backend {backend!r}; choose one of {BACKENDS}")
+
+
+__all__ = [
+    "BACKENDS", "BINARIES", "DaemonPlan", "DirSpec", "IgmpTimers", "ReadinessCheck",
+    "RouterIface", "RouterSpec", "StaticMroute", "host_sysctls", "plan_router",
+    "router_sysctls", "sysctl_argv",
+]

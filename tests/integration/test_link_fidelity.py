@@ -1,0 +1,196 @@
+"""Acceptance: emulated links deliver the configured rate, delay, loss and queue behaviour.
+
+One lab (s - r - d; the r-d link is the one under test, s-r is unshaped) is
+brought up once; each test switches the r-d parameters with
+``LinkEmulation.apply`` and measures from the end hosts: iperf3 JSON, ping
+output and receiver timestamps, with the emulator's counters as a
+cross-check. The full grid is ``make bench-links`` (bench/bench_links.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mcclab.lab import Lab, LabOptions, PreflightError
+from mcclab.links import LinkEmulationError
+from mcclab.links import fidelity as fx
+from mcclab.model.loader import resolve_topology
+from mcclab.model.topology import RedParams, Topology
+from mcclab.state import STATE_ROOT, leftovers
+
+pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
+
+MCCLAB = [sys.executable, "-m", "mcclab"]
+RATE_TOL = 0.02  # rate within ±2%
+P99_SPREAD_MS = 1.0  # p99 - median at rates <= 10 Mbit/s
+TCP_UTILISATION = 0.90
+BASE = {"rate": "10Mbit", "delay": "5ms", "queue": {"limit": "40pkt"}}
+
+
+def path(**link) -> Topology:
+    """s - r - d with ``link``'s parameters on r-d (both directions unless overridden)."""
+    return resolve_topology({
+        "name": "linkfid", "routing": {"backend": "smcroute"},
+        "nodes": {"s": {"kind": "host"}, "r": {"kind": "router"}, "d": {"kind": "host"}},
+        "links": [{"endpoints": ["s", "r"]}, {"endpoints": ["r", "d"], **link}],
+        "link_backend": "userspace",
+    })
+
+
+def up_when_free(topo: Topology, features, wait: float = 300.0) -> Lab:  # noqa: ANN001
+    """Bring a lab up, waiting while another engineer's lab holds the machine."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return Lab(topo, LabOptions(features=features)).up()
+        except PreflightError as exc:
+            if "another mcclab lab is up" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(5)
+
+
+@pytest.fixture(scope="module")
+def lab(kernel_features):
+    if not kernel_features.nfqueue:
+        pytest.skip("the kernel has no NFQUEUE target")
+    lab = up_when_free(path(**BASE), kernel_features)
+    try:
+        yield lab
+    finally:
+        lab.down()
+
+
+def use(lab: Lab, **link) -> None:
+    """Switch the r-d link to ``link`` and make sure every emulator is running."""
+    lab.links.apply(path(**link))
+    lab.links.check()
+    fx.ping(lab, "s", "d", count=3, interval=0.05)  # ARP warm, path proven
+
+
+def forward(lab: Lab):
+    """The r->d counters now (fresh within 150 ms)."""
+    return next(c for c in lab.links.counters(max_age=0.15) if (c.src, c.dst) == ("r", "d"))
+
+
+def test_backend_is_userspace_and_recorded(lab):
+    assert lab.link_backend == "userspace" == lab.links.backend
+    assert (lab.run_dir / "links" / "plan.json").is_file()
+
+
+def test_rate_udp_and_tcp_within_2_percent(lab):
+    use(lab, **BASE)
+    udp = fx.udp_rate(lab, "s", "d", offered_bps=12e6, seconds=4)
+    assert abs(udp.ip_bps / 10e6 - 1) <= RATE_TOL, f"UDP {udp.ip_bps / 1e6:.3f} Mbit/s"
+    tcp = fx.tcp_rate(lab, "s", "d", seconds=6)
+    assert abs(tcp.ip_bps / 10e6 - 1) <= RATE_TOL, f"TCP {tcp.ip_bps / 1e6:.3f} Mbit/s"
+    assert forward(lab).errors == 0
+
+
+def test_rtt_median_and_tail(lab):
+    use(lab, rate="10Mbit", delay="20ms", queue={"limit": "40pkt"})
+    rtts = fx.ping(lab, "s", "d", count=200, interval=0.01)
+    s = fx.rtt_summary(rtts)
+    # two propagation delays plus the 84-byte echo's serialisation each way
+    want = 2 * 20 + 2 * fx.ICMP_IP_BYTES * 8 / 10e6 * 1e3
+    assert s["n"] == 200
+    assert abs(s["median"] - want) <= max(0.5, 0.02 * want), s
+    assert s["p99"] - s["median"] <= P99_SPREAD_MS, s
+
+
+def test_loss_inside_the_99_percent_interval(lab):
+    use(lab, rate="10Mbit", delay="5ms", queue={"limit": "40pkt"}, forward={"loss": "5%"})
+    before = forward(lab)
+    got = fx.udp_loss(lab, "s", "d", offered_bps=5e6, seconds=4)
+    after = forward(lab)
+    lo, hi = got.ci
+    assert got.sent > 15000
+    assert lo <= 0.05 <= hi, f"{got.lost}/{got.sent} lost, 99% CI [{lo:.4f}, {hi:.4f}]"
+    assert after.drops_queue == before.drops_queue  # offered below the rate: loss only
+    arrived = after.pkts_in - before.pkts_in
+    emu_lo, emu_hi = fx.wilson(after.drops_loss - before.drops_loss, arrived)
+    assert emu_lo <= 0.05 <= emu_hi
+
+
+def test_droptail_drops_begin_at_the_queue_limit(lab):
+    use(lab, rate="10Mbit", delay="5ms", queue={"limit": "20pkt"})
+    before = forward(lab)
+    burst = fx.probe(lab, "s", "d", count=60, size=1000, idle=0.5)
+    q = fx.queue_at_first_drop(burst)
+    after = forward(lab)
+    assert abs(q["queue"] - 20) <= 1, q
+    assert after.max_qlen == 20
+    assert after.drops_queue - before.drops_queue == burst.lost
+
+
+def test_red_drop_probability_follows_its_curve(lab):
+    red = {"min_th": "5pkt", "max_th": "15pkt", "max_p": "10%", "weight": 0.002}
+    use(lab, rate="10Mbit", delay="5ms",
+        queue={"limit": "40pkt", "discipline": "red", "red": red})
+    size, mu = 1000, 10e6 / (1000 * 8)
+    target = 0.03  # an open-loop overload forces this drop fraction (conservation)
+    pps = mu / (1 - target)
+    burst = fx.probe(lab, "s", "d", count=int(pps * 9), size=size, pps=pps, idle=0.5)
+    lost, sent = fx.drop_fraction_after(burst, skip=3.0, pps=pps)
+    measured = lost / sent
+    queue = fx.queue_from_owd(burst, 10e6, size, skip=3.0)["mean"]
+    params = RedParams(min_th="5pkt", max_th="15pkt", max_p="10%")
+    expected_avg = fx.red_avg_for_fraction(measured, params, wait=True)
+    assert abs(measured - target) < 0.01, f"drop fraction {measured:.4f}"
+    assert abs(queue - expected_avg) <= 1.0, (
+        f"mean queue {queue:.2f} pkts; RED's curve puts drop fraction {measured:.4f} "
+        f"at avg {expected_avg:.2f}")
+    assert forward(lab).drops_loss == 0
+
+
+def test_tcp_reno_fills_a_3_2_mbit_100ms_40pkt_link_in_15s(lab):
+    use(lab, rate="3.2Mbit", delay="50ms", queue={"limit": "40pkt"})
+    result = fx.iperf3(lab, "s", "d", 15, "-C", "reno")
+    goodput = result["end"]["sum_received"]["bits_per_second"]
+    utilisation = goodput * fx.TCP_IP_BYTES / fx.TCP_PAYLOAD / 3.2e6
+    assert utilisation >= TCP_UTILISATION, f"{utilisation:.3f}"
+
+
+def test_a_dead_emulator_fails_closed_and_check_names_its_node(lab):
+    use(lab, **BASE)
+    pid = lab.links.emulator_pids()["d"]
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(LinkEmulationError, match="link emulator of node d"):
+        for _ in range(100):
+            lab.links.check()
+            time.sleep(0.02)
+    assert fx.ping(lab, "s", "d", count=3, interval=0.1) == []  # the link is down, not open
+    use(lab, **BASE)  # apply() restarts what died
+    assert len(fx.ping(lab, "s", "d", count=3, interval=0.1)) == 3
+
+
+BAD = {
+    "negative-delay": ("delay: -5ms", "links[0].delay"),
+    "red-min-above-max": ("queue: {limit: 40pkt, discipline: red, red: {min_th: 20pkt, "
+                          "max_th: 10pkt, max_p: 10%}}", "links[0].queue.red"),
+    "queue-of-zero": ("queue: {limit: 0pkt}", "links[0].queue"),
+    "rate-without-unit": ("rate: 10", "links[0].rate"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_link_parameters_fail_before_anything_is_created(case, tmp_path):
+    text, field = BAD[case]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: badlinks\nnodes: {badxa: {kind: host}, badxr: {kind: router}}\n"
+                   f"links:\n  - {{endpoints: [badxa, badxr], {text}}}\n")
+    out = subprocess.run(MCCLAB + ["up", str(bad)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert re.search(re.escape(f"{bad}: {field}") + r"\W", " ".join(out.stderr.split())), \
+        out.stderr
+    # Nothing of this topology exists (other labs may be up on the machine).
+    assert not [n for n in leftovers()["netns"] if n.startswith("mcl-badx")]
+    assert not list(STATE_ROOT.glob("badlinks-*")) if STATE_ROOT.exists() else True
+    assert not Path("/run/netns/mcl-badxa").exists()

@@ -1,0 +1,123 @@
+"""Acceptance: real routers forward multicast to joined receivers only, join fast, prune on leave.
+
+Each case brings up a real lab (Mininet namespaces, kernel multicast routing
+driven by FRR, pimd or smcroute), runs the probe sender and receivers, and
+asserts on per-group nftables counters at every interface.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mcclab.lab import Lab, LabOptions
+from mcclab.model.loader import load_topology, resolve_topology
+from mcclab.probes.reach import (
+    ASM_GROUP,
+    SSM_GROUP,
+    Flow,
+    join_latencies,
+    leave_time,
+    reach,
+    summarize,
+)
+
+pytestmark = [pytest.mark.root, pytest.mark.timeout(240)]
+
+RATE = 200.0  # packets/s per group
+WINDOW = 2.0  # seconds of counting
+# A joined receiver's interface must carry the full rate over the window, within
+# 15% (process scheduling on 2 cores); a pruned branch must carry nothing at all.
+TOLERANCE = 0.15
+
+# Who joins in each topology; every other host must see zero packets of a group.
+CASES = {
+    "chain3": ["h1n1", "h3n1"],  # h2n1 and h2n2 on r2 stay out: r2 forwards transit only
+    "star4": ["h1", "h2"],
+    "tree2": ["h1"],  # h2 shares r1; h3 and h4 are behind r2, which must get nothing
+}
+# pimd 2.3.2 applies a static RP only after ~15 s (documented in docs/routing.md).
+JOIN_TIMEOUT = {"frr": 10.0, "pimd": 40.0, "smcroute": 10.0}
+
+
+def with_routing(name: str, backend: str):
+    """A repository topology with its routing backend replaced (and static groups for smcroute)."""
+    topo = load_topology(f"topologies/{name}.yaml")
+    data = topo.model_dump(mode="json")
+    data["routing"]["backend"] = backend
+    data["link_backend"] = "auto"
+    if backend == "smcroute":
+        data["routing"]["static_groups"] = [{"group": ASM_GROUP, "source": "src"},
+                                            {"group": SSM_GROUP, "source": "src"}]
+    return resolve_topology(data, f"{name}+{backend}")
+
+
+def expected_rate_ok(count: int) -> bool:
+    """Within tolerance of RATE * WINDOW."""
+    return abs(count - RATE * WINDOW) <= TOLERANCE * RATE * WINDOW
+
+
+@pytest.mark.parametrize("backend", ["frr", "pimd", "smcroute"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_multicast_reaches_only_joined_receivers(name, backend, kernel_features):
+    topo = with_routing(name, backend)
+    joined = CASES[name]
+    joiners = {h: [Flow(ASM_GROUP, ssm=False), Flow(SSM_GROUP, ssm=True)] for h in joined}
+    with Lab(topo, LabOptions(features=kernel_features)) as lab:
+        report = reach(lab, "src", joiners, rate=RATE, window=WINDOW,
+                       join_timeout=JOIN_TIMEOUT[backend])
+        for group in (ASM_GROUP, SSM_GROUP):
+            for host in topo.names("host"):
+                if host == "src":
+                    continue
+                got = report.at(host, group)
+                if host in joined:
+                    assert expected_rate_ok(got), f"{host} {group}: {got} packets in {WINDOW}s"
+                elif backend == "smcroute":
+                    # smcroute has no IGMP and never prunes: every host on the
+                    # static tree gets the group whether it joined or not.
+                    assert expected_rate_ok(got), f"{host} {group}: static route not flooding"
+                else:
+                    assert got == 0, f"{host} did not join {group} but received {got} packets"
+        if name == "tree2" and backend != "smcroute":
+            # The whole r2 subtree was pruned: r2's upstream link carried nothing.
+            assert report.at("r2", ASM_GROUP) == 0 and report.at("r2", SSM_GROUP) == 0
+
+
+def _zero_delay_chain(backend: str):
+    """A 3-router chain with unshaped, zero-delay links (join latency is router time only)."""
+    return resolve_topology({"name": "latency", "generate": {"kind": "chain", "routers": 3,
+                                                            "hosts_per_router": 1},
+                             "routing": {"backend": backend}})
+
+
+@pytest.mark.parametrize("ssm", [False, True], ids=["asm", "ssm"])
+def test_frr_join_latency_p99_under_50ms(ssm, kernel_features, capsys):
+    with Lab(_zero_delay_chain("frr"), LabOptions(features=kernel_features)) as lab:
+        latencies = join_latencies(lab, "src", "h3n1", trials=20, ssm=ssm)
+    stats = summarize(latencies)
+    with capsys.disabled():
+        print(f"\nFRR {'SSM' if ssm else 'ASM'} join latency over 3 routers, zero delay "
+              f"(n={stats['n']}): p50 {stats['p50'] * 1e3:.1f} ms, "
+              f"p99 {stats['p99'] * 1e3:.1f} ms, max {stats['max'] * 1e3:.1f} ms")
+    assert stats["p99"] <= 0.050
+
+
+@pytest.mark.parametrize("ssm", [False, True], ids=["asm", "ssm"])
+def test_frr_prunes_upstream_within_last_member_query_time(ssm, kernel_features, capsys):
+    topo = _zero_delay_chain("frr")
+    igmp = topo.routing.igmp
+    lmqt = igmp.last_member_query_interval * igmp.last_member_query_count
+    with Lab(topo, LabOptions(features=kernel_features)) as lab:
+        took = leave_time(lab, "src", "h3n1", ssm=ssm)
+    with capsys.disabled():
+        print(f"\nFRR {'SSM' if ssm else 'ASM'} leave: r3's upstream link stopped carrying the "
+              f"group {took:.2f}s after the leave (last-member-query time {lmqt:g}s)")
+    assert took <= lmqt + 1.0
+
+
+def test_smcroute_never_prunes(kernel_features):
+    topo = _zero_delay_chain("smcroute").model_dump(mode="json")
+    topo["routing"]["static_groups"] = [{"group": ASM_GROUP, "source": "src"}]
+    with Lab(resolve_topology(topo), LabOptions(features=kernel_features)) as lab:
+        took = leave_time(lab, "src", "h3n1", observe=4.0)
+    assert took == float("inf"), "smcroute's static route stopped after a leave"

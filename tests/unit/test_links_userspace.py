@@ -1,0 +1,147 @@
+"""The userspace backend's emulator configs, iptables rules, stats and death detection."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mcclab.execute import Runner
+from mcclab.links import LinkEmulationError, UserspaceEmulation, plan_directions, userspace
+from mcclab.links.emulation import Emulator, _running
+from mcclab.links.plan import userspace_placement
+from mcclab.model.addressing import plan_addresses
+from mcclab.model.loader import resolve_topology
+from mcclab.state import LabState, TrackedProcess, proc_start_time
+
+RED = {"limit": "40pkt", "discipline": "red",
+       "red": {"min_th": "5pkt", "max_th": "15pkt", "max_p": "10%"}}
+
+
+def path_topo(**link):
+    return resolve_topology({
+        "name": "p", "nodes": {"s": {"kind": "host"}, "r": {"kind": "router"},
+                               "d": {"kind": "host"}},
+        "links": [{"endpoints": ["s", "r"]}, {"endpoints": ["r", "d"], **link}]})
+
+
+def placed(t):
+    plan = plan_addresses(t)
+    return [(d, userspace_placement(t, plan, d)) for d in plan_directions(t)]
+
+
+def test_droptail_line_has_every_parameter_in_the_emulators_units():
+    (d, _), _ = placed(path_topo(rate="3.2Mbit", delay="50ms", jitter="1ms", loss="1%",
+                                 queue={"limit": "40pkt"}))
+    assert userspace.queue_line(d) == (
+        "queue=2 name=l1:r-d rate_bps=3200000 delay_us=50000 jitter_us=1000 loss=0.01 "
+        "limit_pkts=40 disc=droptail seed=1")
+
+
+def test_red_line_uses_ns2_defaults_for_what_the_model_does_not_expose():
+    (d, _), _ = placed(path_topo(rate="1Mbit", queue=RED))
+    line = userspace.queue_line(d)
+    assert ("limit_pkts=40 disc=red min_th=5 max_th=15 max_p=0.1 weight=0.002 gentle=1 "
+            "wait=1 mean_pktsize=500") in line
+
+
+def test_no_rate_means_rate_0_and_no_queue_and_ge_is_survival_based():
+    ge = {"p": "1%", "r": "30%", "loss_bad": "80%", "loss_good": "0.1%"}
+    (d, _), _ = placed(path_topo(delay="10ms", gilbert_elliott=ge))
+    line = userspace.queue_line(d)
+    assert "rate_bps=0 " in line and "limit_pkts" not in line
+    assert "ge_p=0.01 ge_r=0.3 ge_h=0.2 ge_k=0.999" in line
+
+
+def test_one_config_per_receiving_node_and_rules_at_its_ingress():
+    t = path_topo(rate="10Mbit", delay="5ms")
+    (fwd, w_fwd), (rev, w_rev) = placed(t)
+    assert (w_fwd.node, w_rev.node) == ("d", "r")
+    text = userspace.node_config("d", [(fwd, w_fwd)])
+    assert text.splitlines()[-1].startswith("queue=2 name=l1:r-d ")
+    assert str(userspace.rule_cmd(fwd, w_fwd)) == (
+        f"[mcl-d] iptables -w -t mangle -A PREROUTING -i {w_fwd.iface} "
+        "-j NFQUEUE --queue-num 2")
+    # fail closed: never --queue-bypass
+    assert "--queue-bypass" not in str(userspace.rule_cmd(rev, w_rev))
+
+
+def test_lan_egress_rule_uses_postrouting():
+    t = resolve_topology({
+        "name": "l", "nodes": {"r": {"kind": "router"}, "lan": {"kind": "lan"},
+                               "h": {"kind": "host"}},
+        "links": [{"endpoints": ["r", "lan"], "rate": "1Mbit"}, {"endpoints": ["lan", "h"]}]})
+    (d, where), (back, back_where) = placed(t)
+    assert str(userspace.rule_cmd(d, where)).startswith(
+        f"[mcl-r] iptables -w -t mangle -A POSTROUTING -o {where.iface} ")
+    assert back_where.node == "r" and back_where.hook == "ingress"
+
+
+BINARY = userspace.linkemu_binary()
+
+
+@pytest.mark.skipif(not BINARY.exists(), reason="linkemu not built (make -C linkemu)")
+@pytest.mark.parametrize("link", [
+    {"rate": "320kbit", "delay": "200ms", "loss": "5%", "queue": {"limit": "4pkt"}},
+    {"rate": "50Mbit", "delay": "10ms", "jitter": "2ms", "queue": RED},
+    {"delay": "1ms", "gilbert_elliott": {"p": "1%", "r": "30%"}},
+    {"rate": "1Mbit", "queue": dict(RED, red=dict(RED["red"], gentle=False, weight=1.0,
+                                                  max_p="100%"))},
+])
+def test_the_real_emulator_accepts_every_generated_config(tmp_path, link):
+    t = path_topo(**link)
+    conf = tmp_path / "d.conf"
+    conf.write_text(userspace.node_config("d", placed(t)))
+    out = subprocess.run(userspace.check_cmd(BINARY, conf).argv, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_stats_become_one_record_per_direction():
+    pairs = placed(path_topo(rate="1Mbit"))
+    data = {"time": 5.0, "pid": 1, "queues": {
+        "2": {"name": "l1:r-d", "pkts_in": 100, "bytes_in": 150000, "pkts_out": 90,
+              "bytes_out": 135000, "drops_queue": 6, "drops_loss": 1, "qlen_pkts": 2,
+              "qlen_bytes": 3000, "red_avg": 0.0, "max_qlen": 40, "in_flight": 3,
+              "kernel_queue_total": 3, "kernel_dropped": 0, "kernel_user_dropped": 2,
+              "enobufs": 1, "nl_errors": 0}}}
+    (rec,) = userspace.parse_stats(data, pairs)
+    assert (rec.link, rec.src, rec.dst, rec.node, rec.hook) == (1, "r", "d", "d", "ingress")
+    assert (rec.pkts_in, rec.pkts_sent, rec.drops_queue, rec.drops_loss) == (100, 90, 6, 1)
+    assert (rec.qlen_pkts, rec.max_qlen, rec.in_flight, rec.errors) == (2, 40, 3, 2)
+    assert rec.pkts_in == rec.pkts_sent + rec.drops_queue + rec.drops_loss + rec.in_flight
+
+
+def _fake_emulation(tmp_path: Path, proc: TrackedProcess) -> UserspaceEmulation:
+    t = path_topo(rate="1Mbit")
+    emu = UserspaceEmulation(t, plan_addresses(t), LabState(lab_id="unit"), Runner(dry_run=True),
+                             binary=BINARY)
+    log = tmp_path / "linkemu-d.log"
+    log.write_text("mcclab-linkemu: binding NFQUEUE 2: Operation not permitted\n")
+    emu.emulators["d"] = Emulator("d", placed(t)[:1], tmp_path / "d.conf",
+                                  tmp_path / "d.stats.json", log, "", proc)
+    return emu
+
+
+def test_check_names_the_node_whose_emulator_died_even_as_an_unreaped_zombie(tmp_path):
+    child = subprocess.Popen(["sleep", "30"])
+    proc = TrackedProcess(child.pid, proc_start_time(child.pid) or -1, "linkemu d")
+    emu = _fake_emulation(tmp_path, proc)
+    emu.check()  # running: fine
+    child.send_signal(signal.SIGKILL)
+    # Not reaped yet: /proc still lists it (state Z) and TrackedProcess.alive() says yes.
+    for _ in range(200):
+        if not _running(proc):
+            break
+        subprocess.run(["sleep", "0.01"])
+    assert proc.alive() and not _running(proc)
+    with pytest.raises(LinkEmulationError) as exc:
+        emu.check()
+    text = str(exc.value)
+    assert "link emulator of node d" in text and "r->d" in text and "fail closed" in text
+    assert "Operation not permitted" in text  # the log tail explains why
+    child.wait()
+    with pytest.raises(LinkEmulationError):
+        emu.check()  # reaped: still dead
