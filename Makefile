@@ -7,14 +7,16 @@ PY         := $(VENV)/bin/python
 MCCLAB     := $(VENV)/bin/mcclab
 PLAYBOOK   := ansible-playbook -i ansible/inventory.ini ansible/site.yml
 SUDO       := $(if $(filter 0,$(shell id -u)),,sudo)
-EXPERIMENT ?= topologies/dumbbell.yaml
+EXPERIMENT ?= default
+PROFILE    ?= paper
 PYTEST_ARGS ?=
 
 .PHONY: help setup experiment test test-unit lint schema clean linkemu
 
 help:
 	@echo "make setup       install everything (Ansible playbook, idempotent)"
-	@echo "make experiment  run the default experiment (sets up first if needed)"
+	@echo "make experiment  run the default experiment (sets up first if needed);"
+	@echo "                 EXPERIMENT=name PROFILE=quick|paper to choose another"
 	@echo "make test        run the test suite (needs root for the network tests)"
 	@echo "make lint        ruff, ansible-lint and the schema check"
 	@echo "make clean       remove every namespace, interface and process mcclab made"
@@ -32,10 +34,10 @@ linkemu:
 
 ifeq ($(shell command -v mnexec >/dev/null || { command -v vagrant >/dev/null && echo vm; }),vm)
 experiment:
-	vagrant ssh -c "cd /vagrant && make experiment"
+	vagrant ssh -c "cd /vagrant && make experiment EXPERIMENT=$(EXPERIMENT) PROFILE=$(PROFILE)"
 else
 experiment: $(MCCLAB)
-	$(SUDO) $(MCCLAB) check $(EXPERIMENT)
+	$(SUDO) $(MCCLAB) run $(EXPERIMENT) --profile $(PROFILE)
 endif
 
 test: $(MCCLAB)

@@ -161,6 +161,72 @@ def up(
 
 
 @app.command()
+def run(
+    experiment: str = typer.Argument(..., help="experiment name (experiments/NAME.yaml) or file"),
+    profile: str = typer.Option("paper", help="quick or paper"),
+    set_: list[str] = typer.Option([], "--set", help="override a key, e.g. duration=20s"),
+    results: Path = typer.Option(Path("results"), help="where run folders go"),
+) -> None:
+    """Run an experiment and write results/<experiment>/<run-id>/ with data, figures, report."""
+    from mcclab.experiment.loader import resolve
+    from mcclab.experiment.runner import RunOptions, execute
+    from mcclab.lab import PreflightError
+    from mcclab.model.units import format_rate
+
+    try:
+        resolved = resolve(experiment, profile, set_)
+    except SpecError as exc:
+        err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
+    exp = resolved.experiment
+    console.print(f"[bold]{exp.name}[/bold] ({profile} profile): {exp.description}",
+                  highlight=False)
+    with _progress_bar() as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(step: str, done: int, total: int) -> None:
+            if step not in tasks:
+                tasks[step] = bar.add_task(step, total=total)
+            bar.update(tasks[step], completed=done, total=total)
+
+        def live(now: float, duration: float, rates: dict[str, float]) -> None:
+            text = "  ".join(f"{flow} {format_rate(rate)}" for flow, rate in sorted(rates.items()))
+            if "running" in tasks:
+                bar.update(tasks["running"], description=f"running {text}"[:60])
+
+        try:
+            run_dir = execute(resolved, RunOptions(results=results.resolve(), progress=progress,
+                                                   live=live))
+        except PreflightError as exc:
+            err.print(f"[red]{exc}[/red]", highlight=False)
+            raise typer.Exit(1) from None
+    record = json.loads((run_dir / "run.json").read_text())
+    colour = {"complete": "green", "interrupted": "yellow"}.get(record["status"], "red")
+    console.print(f"[{colour}]{record['status']}[/{colour}]: {run_dir}")
+    report = run_dir / "report.html"
+    if report.exists():
+        console.print(f"report: {report}")
+    if record["status"] != "complete":
+        raise typer.Exit(1)
+
+
+@app.command("report")
+def report(runs: list[Path]) -> None:
+    """Rebuild summary, figures and report.html of results folders from their data alone."""
+    from mcclab.analysis.report import report_command
+
+    report_command(runs)
+
+
+@app.command("compare")
+def compare(runs: list[Path]) -> None:
+    """Show runs side by side (a table of reference quantities and an overlay figure)."""
+    from mcclab.analysis.compare import compare_command
+
+    compare_command(runs)
+
+
+@app.command()
 def check(
     file: Path,
     sender: str = typer.Option("", help="sending host (default: 'src', else the first host)"),

@@ -210,7 +210,9 @@ def udp_rate(lab: Lab, src: str, dst: str, offered_bps: float, seconds: float = 
 def tcp_rate(lab: Lab, src: str, dst: str, seconds: float = 8.0, cc: str = "cubic",
              skip: float = 2.0) -> RateResult:
     """Receiver-side IP rate of one TCP flow (goodput scaled by 1500/1448), after ``skip``."""
-    result = iperf3(lab, src, dst, seconds, "-C", cc)
+    # 8 KB reads: with iperf3's default 128 KB, a read straddling an interval
+    # boundary moves up to 1 Mbit between intervals (1.6% of 10 Mbit/s over 6 s).
+    result = iperf3(lab, src, dst, seconds, "-C", cc, "-l", "8K")
     sums = _server_intervals(result, skip)
     secs = sum(s["seconds"] for s in sums)
     goodput = sum(s["bytes"] for s in sums) * 8 / secs

@@ -70,19 +70,27 @@ def read_yaml(path: Path | str) -> dict[str, Any]:
     return data
 
 
-_GENERATOR_KINDS = ("star", "tree", "chain", "dumbbell")
+# Tags of discriminated unions, by the field holding the union: pydantic puts the
+# tag in error paths ("flows[0].tcp.cc"), where it adds nothing.
+_UNION_TAGS = {
+    "generate": frozenset({"star", "tree", "chain", "dumbbell"}),
+    "flows": frozenset({"multicast", "tcp", "udp", "onoff"}),
+    "references": frozenset({"throughput", "share", "utilisation", "fairness", "loss", "ratio"}),
+}
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
     """Render a pydantic error location as 'links[2].queue.red.min_th'."""
-    out = ""
+    out, holder = "", None  # holder: the field whose union the next part may tag
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif (out == "generate" and part in _GENERATOR_KINDS) or part == "[key]":
+            continue
+        if part in _UNION_TAGS.get(holder or "", ()) or part == "[key]":
+            holder = None
             continue  # union tags and pydantic's key marker add noise, not information
-        else:
-            out += f".{part}" if out else str(part)
+        holder = part if part in _UNION_TAGS else None
+        out += f".{part}" if out else str(part)
     return out or "(top level)"
 
 

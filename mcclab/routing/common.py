@@ -179,6 +179,9 @@ class DaemonPlan:
     readiness: tuple[ReadinessCheck, ...]
     logs: tuple[str, ...] = ()
     start_gap_s: float = 0.0  # pause between start argvs (pimd after zebra)
+    # Extra wait after the checks pass, for daemon-internal state no command
+    # shows (pimd resolves its path to a static RP only on a periodic timer).
+    settle_s: float = 0.0
 
 
 def join(*parts: str) -> str:

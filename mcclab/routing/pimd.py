@@ -30,6 +30,11 @@ CONF_IN_NS = "/run/pimd.conf"
 # pimd's fixed IGMP query response interval and robustness (not configurable in 2.3.2).
 QUERY_RESPONSE_S = 10
 ROBUSTNESS = 3
+# pimd resolves the RPF neighbour towards a static RP only at its periodic
+# unicast-routing check (every 20 s, on 5 s timer ticks); IGMP joins taken
+# before that are dropped until the next query. Measured: joins made up to
+# 13 s after start were lost, from 16 s on they worked (docs/routing.md).
+STATIC_RP_SETTLE_S = 20.0
 
 # "$1" is the directory to put over /run; the rest is the command to exec.
 # Binding over /run also hides /run/systemd's syslog socket: pimd's syslog
@@ -90,8 +95,8 @@ def pimd_conf(spec: RouterSpec) -> str:
             lines.append(f"phyint {iface.name} enable {igmp}")
     if spec.rp is not None:
         lines.append(f"rp-address {spec.rp} {ALL_MULTICAST}")
-    # Without these pimd advertises itself as candidate BSR/RP; with a static
-    # RP those are not needed (and -N plus an explicit config disables them).
+    # No bsr-candidate/rp-candidate lines: pimd only falls back to being a
+    # candidate BSR and RP when it finds no config file at all.
     return "\n".join(lines) + "\n"
 
 
@@ -109,6 +114,7 @@ def plan(spec: RouterSpec, pimd_bin: str = PIMD_BIN) -> DaemonPlan:
         pidfiles=(p["pid"],),
         readiness=(ReadinessCheck("pim-neighbors", show_argv(spec, pimd_bin),
                                   lambda out: neighbors_up(out, neighbors)),),
+        settle_s=STATIC_RP_SETTLE_S if spec.rp is not None else 0.0,
     )
 
 

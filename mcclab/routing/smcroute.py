@@ -101,12 +101,16 @@ def plan(spec: RouterSpec, routes: Iterable[StaticMroute] = (),
 # ---- parsers over smcroutectl output (pure) ----
 
 def parse_interfaces(out: str) -> dict[str, int]:
-    """``smcroutectl -p show interfaces`` -> {interface: vif index} (vif -1: not a vif)."""
+    """``smcroutectl -p show interfaces`` -> {interface: vif index}; -1 when not a vif.
+
+    Rows are ``INDEX PHYINT VIF MIF`` with ``N/A`` for interfaces that are
+    not enabled (e.g. ``lo`` under -N).
+    """
     found: dict[str, int] = {}
     for line in out.splitlines():
         words = line.split()
-        if len(words) >= 3 and words[1].lstrip("-").isdigit() and words[2].lstrip("-").isdigit():
-            found[words[0]] = int(words[1])
+        if len(words) == 4 and words[0].isdigit():
+            found[words[1]] = int(words[2]) if words[2].isdigit() else -1
     return found
 
 

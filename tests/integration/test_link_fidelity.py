@@ -38,7 +38,7 @@ BASE = {"rate": "10Mbit", "delay": "5ms", "queue": {"limit": "40pkt"}}
 def path(**link) -> Topology:
     """s - r - d with ``link``'s parameters on r-d (both directions unless overridden)."""
     return resolve_topology({
-        "name": "linkfid", "routing": {"backend": "smcroute"},
+        "name": "linkfid",
         "nodes": {"s": {"kind": "host"}, "r": {"kind": "router"}, "d": {"kind": "host"}},
         "links": [{"endpoints": ["s", "r"]}, {"endpoints": ["r", "d"], **link}],
         "link_backend": "userspace",

@@ -327,27 +327,29 @@ def test_pimd_argv_wraps_private_run():
 
 
 # Captured from pimd 2.3.2 via `pimd -r` on r2 (two neighbours) and at start (none yet).
+# pimd pads its table cells with trailing blanks; they are stripped here for the linter and
+# put back in test_pimd_parse_vifs_with_padding.
 PIMD_DUMP = """Virtual Interface Table ======================================================
 Vif  Local Address    Subnet              Thresh  Flags      Neighbors
 ---  ---------------  ------------------  ------  ---------  -----------------
-  0  10.0.12.2        10.0.12/30               1  DR PIM     10.0.12.1      
-  1  10.0.23.1        10.0.23/30               1  PIM        10.0.23.2      
+  0  10.0.12.2        10.0.12/30               1  DR PIM     10.0.12.1
+  1  10.0.23.1        10.0.23/30               1  PIM        10.0.23.2
   2  10.0.4.1         10.0.4/24                1  DR NO-NBR
-  3  10.0.12.2        register_vif0            1 
+  3  10.0.12.2        register_vif0            1
 
- Vif  SSM Group        Sources             
+ Vif  SSM Group        Sources
 
 Multicast Routing Table ======================================================
 ----------------------------------- (*,G) ------------------------------------
 Source           Group            RP Address       Flags
 ---------------  ---------------  ---------------  ---------------------------
 INADDR_ANY       239.1.1.1        10.0.12.2        WC RP
-Joined   oifs: .j..                
-Pruned   oifs: ....                
-Leaves   oifs: ....                
-Asserted oifs: ....                
-Outgoing oifs: .o..                
-Incoming     : ...I                
+Joined   oifs: .j..
+Pruned   oifs: ....
+Leaves   oifs: ....
+Asserted oifs: ....
+Outgoing oifs: .o..
+Incoming     : ...I
 
 TIMERS:  Entry    JP    RS  Assert VIFS:  0  1  2  3
            190    45     0       0        0 190  0  0
@@ -363,9 +365,9 @@ Vif  Local Address    Subnet              Thresh  Flags      Neighbors
   0  10.0.12.2        10.0.12/30               1  DR NO-NBR
   1  10.0.23.1        10.0.23/30               1  DR NO-NBR
   2  10.0.4.1         10.0.4/24                1  DR NO-NBR
-  3  10.0.12.2        register_vif0            1 
+  3  10.0.12.2        register_vif0            1
 
- Vif  SSM Group        Sources             
+ Vif  SSM Group        Sources
 
 Multicast Routing Table ======================================================
 --------------------------------- (*,*,G) ------------------------------------
@@ -382,9 +384,14 @@ def test_pimd_parse_vifs():
     assert vifs["10.0.4.1"]["neighbors"] == []
     assert vifs["register_vif0"]["vif"] == 3
     # Several neighbours on one LAN continue on the following lines.
-    lan = PIMD_DUMP.replace("10.0.23.2      \n",
-                            "10.0.23.2      \n                                                        10.0.23.3\n")
+    cont = " " * 56 + "10.0.23.3"
+    lan = PIMD_DUMP.replace("10.0.23.2\n", f"10.0.23.2\n{cont}\n")
     assert pimd.parse_vifs(lan)["10.0.23.1"]["neighbors"] == ["10.0.23.2", "10.0.23.3"]
+
+
+def test_pimd_parse_vifs_with_padding():
+    padded = "\n".join(line + "      " for line in PIMD_DUMP.splitlines())
+    assert pimd.parse_vifs(padded) == pimd.parse_vifs(PIMD_DUMP)
 
 
 def test_pimd_neighbors_up():
@@ -419,6 +426,35 @@ def test_smcroute_conf_and_argv():
     assert smcroute.remove_argv(spec(), ROUTES[0])[-3:] == ("remove", "eth-r1", "239.1.1.0/24")
     with pytest.raises(ValueError):
         smcroute.plan(spec(), (StaticMroute("239.1.1.1", "eth9", ("eth-r3",)),))
+
+
+# Captured from smcroute 2.5.6 (`smcroutectl -p -u SOCK show interfaces`, daemon started -N).
+SMC_INTERFACES = """===============================================================================
+ INDEX PHYINT  VIF  MIF
+===============================================================================
+     1 lo      N/A  N/A
+     2 eth0      0    0
+     3 eth1      1    1
+
+"""
+SMC_NOT_RUNNING = ""  # stdout is empty; stderr says "Cannot find IPC socket ..."
+
+
+def test_smcroute_parse_interfaces():
+    assert smcroute.parse_interfaces(SMC_INTERFACES) == {"lo": -1, "eth0": 0, "eth1": 1}
+    assert smcroute.interfaces_up(SMC_INTERFACES, ["eth0", "eth1"])
+    assert not smcroute.interfaces_up(SMC_INTERFACES, ["eth0", "lo"])
+    assert not smcroute.interfaces_up(SMC_NOT_RUNNING, ["eth0"])
+    (check,) = smcroute.plan(spec(ifaces=(RouterIface("eth0", "10.9.0.1/24"),
+                                          RouterIface("eth1", "10.9.1.1/24")))).readiness
+    assert check.predicate(SMC_INTERFACES)
+    assert check.argv[-2:] == ("show", "interfaces")
+
+
+def test_pimd_settles_only_with_static_rp():
+    assert pimd.plan(spec()).settle_s == pimd.STATIC_RP_SETTLE_S
+    assert pimd.plan(spec(rp=None)).settle_s == 0
+    assert frr.plan(spec()).settle_s == 0
 
 
 def test_plan_router_dispatch():

@@ -1,0 +1,291 @@
+"""The HTML report of a run: one self-contained page written next to the data.
+
+The page has no scripts and loads nothing: styles are inline and the figures'
+SVGs are embedded, so it opens the same from a laptop, a CI artifact or an
+email, years later. Building a report also writes ``summary.json`` and the
+figures, from the folder alone.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from mcclab.analysis import metrics
+from mcclab.analysis.figures import write_figures
+from mcclab.analysis.results import Run, load_run
+from mcclab.analysis.summary import (
+    Summary,
+    format_criterion,
+    format_rate,
+    format_value,
+    summarise,
+)
+
+CSS = """
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
+       color: #222; margin: 0; background: #fafafa; }
+main { max-width: 1100px; margin: 0 auto; padding: 24px 32px 48px; background: #fff; }
+h1 { font-size: 26px; margin: 0 0 4px; }
+h2 { font-size: 19px; margin: 32px 0 8px; border-bottom: 1px solid #e5e5e5; padding-bottom: 4px; }
+.sub { color: #666; margin: 0 0 12px; }
+.banner { padding: 12px 16px; border-radius: 6px; margin: 16px 0; font-weight: 600; }
+.banner.interrupted, .banner.running { background: #fff4e5; border: 1px solid #f0a040;
+                                       color: #8a4b00; }
+.banner.failed { background: #fdecea; border: 1px solid #e57373; color: #a31515; }
+.banner .detail { font-weight: 400; display: block; margin-top: 4px; }
+table { border-collapse: collapse; width: 100%; margin: 8px 0; font-size: 14px; }
+th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid #eee; vertical-align: top; }
+th { background: #f5f5f5; font-weight: 600; }
+th.num { text-align: right; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.verdict { display: inline-block; padding: 1px 10px; border-radius: 10px; font-weight: 600;
+           font-size: 13px; }
+.v-pass { background: #e6f4ea; color: #1e6b34; }
+.v-fail { background: #fdecea; color: #a31515; }
+.v-na { background: #eee; color: #555; }
+.status-complete { color: #1e6b34; } .status-interrupted { color: #8a4b00; }
+.status-failed { color: #a31515; }
+.status-running { color: #8a4b00; }
+.why { color: #555; font-size: 13px; }
+.counts { margin: 4px 0 8px; color: #444; }
+figure { margin: 16px 0; }
+figure svg { display: block; width: 100%; height: auto; }
+figcaption { color: #666; font-size: 13px; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 8px 0; }
+dt { color: #666; } dd { margin: 0; font-family: ui-monospace, "DejaVu Sans Mono", monospace;
+     font-size: 13px; overflow-wrap: anywhere; }
+ul.notes { color: #8a4b00; }
+"""
+
+
+def _e(text: object) -> str:
+    """HTML-escape any value, quotes included."""
+    return html.escape(str(text), quote=True)
+
+
+def _keep_units(text: str) -> str:
+    """Escape, and glue units to their numbers so '60 %' never breaks across lines."""
+    return re.sub(r" (%|[kMG]?bit/s)", r"&nbsp;\1", _e(text))
+
+
+def inline_svg(path: Path) -> str:
+    """An SVG file's ``<svg>`` element for embedding: natural size, shrunk to fit the page."""
+    text = path.read_text()
+    text = text[text.index("<svg"):]  # drop the XML declaration and DOCTYPE
+    # Fixed width/height would overflow a narrow window; the viewBox keeps the
+    # aspect ratio, and max-width keeps small figures (and their fonts) at
+    # their natural size instead of blowing them up.
+    return re.sub(r'<svg([^>]*?) width="([^"]*)" height="[^"]*"',
+                  r'<svg\1 style="max-width: \2"', text, count=1)
+
+
+def _banner(run: Run) -> str:
+    """The status banner of a run that did not complete ('' when it did)."""
+    info = run.info
+    if info.status == "complete":
+        return ""
+    elapsed = "?" if info.elapsed_s is None else f"{info.elapsed_s:g}"
+    what = {"interrupted": "This run was interrupted",
+            "failed": "This run failed",
+            "running": "This run has not finished: run.json still says 'running' (the runner "
+                       "is still going, or died before writing its final record)"}[info.status]
+    start, end = run.window
+    if end > start:
+        detail = (f"It ran {elapsed} s of the planned {info.duration_s:g} s; the results "
+                  f"below use the data recorded up to then (window {_window(run)}).")
+    else:
+        detail = (f"It ran {elapsed} s of the planned {info.duration_s:g} s and stopped "
+                  f"before the {info.warmup_s:g}-s warm-up ended, so nothing was measured.")
+    error = f"<span class='detail'>Error: {_e(info.error)}</span>" if info.error else ""
+    return (f"<div class='banner {info.status}' role='alert'>{what}."
+            f"<span class='detail'>{_e(detail)}</span>{error}</div>")
+
+
+def _window(run: Run) -> str:
+    """The measurement window for people."""
+    start, end = run.window
+    return f"{start:g}–{end:g} s" if end > start else f"empty (warm-up {start:g} s not reached)"
+
+
+def _verdict(verdict: str) -> str:
+    """A coloured verdict badge."""
+    css = {"pass": "v-pass", "fail": "v-fail"}.get(verdict, "v-na")
+    return f"<span class='verdict {css}'>{_e(verdict)}</span>"
+
+
+def _quantities(summary: Summary) -> str:
+    """The paper-versus-measured table with its verdict counts."""
+    if not summary.quantities:
+        return "<p>The spec lists no reference quantities.</p>"
+    counts = summary.counts()
+    start, end = summary.window
+    window = f"over the window {start:g}–{end:g} s" if end > start else "no measurement window"
+    head = (f"<p class='counts'>{counts['pass']} pass, {counts['fail']} fail, "
+            f"{counts['n/a']} n/a; {window}.</p>")
+    rows = []
+    for q in summary.quantities:
+        rows.append(
+            f"<tr><td>{_e(q.label)}<div class='why'>{_e(q.kind)}"
+            f"{' · ' + _e(q.source) if q.source else ''}</div></td>"
+            f"<td class='num'>{_e(format_value(q.kind, q.paper))}</td>"
+            f"<td class='num'>{_e(format_value(q.kind, q.measured))}</td>"
+            f"<td class='num'>{_e(format_criterion(q))}</td>"
+            f"<td>{_verdict(q.verdict)}</td><td class='why'>{_keep_units(q.note)}</td></tr>")
+    widths = "".join(f"<col style='width: {w}%'>" for w in (27, 10, 11, 12, 8, 32))
+    return (head + f"<table><colgroup>{widths}</colgroup>"
+            "<thead><tr><th>quantity</th><th class='num'>paper</th>"
+            "<th class='num'>measured</th><th class='num'>tolerance</th><th>verdict</th>"
+            "<th>why</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
+
+
+def _flows(run: Run) -> str:
+    """Per flow and receiver: throughput, loss and convergence."""
+    table, window = run.per_second, run.window
+    if table.empty:
+        return "<p>No per-second measurements were recorded.</p>"
+    rows = []
+    for (flow, node), part in table.groupby(["flow", "node"], sort=False):
+        rate = metrics.throughput(table, flow, window, node)
+        loss = metrics.flow_loss(table, flow, window, node)
+        series = part.groupby("t")["throughput_bps"].sum()
+        conv = metrics.convergence_time(series, band=0.1, smooth=5)
+        rows.append(
+            f"<tr><td>{_e(flow)}</td><td>{_e(run.flow_type(flow))}</td><td>{_e(node)}</td>"
+            f"<td class='num'>{_e(format_rate(rate) if math.isfinite(rate) else '–')}</td>"
+            f"<td class='num'>{_e(format_value('loss', loss))}</td>"
+            f"<td class='num'>{'–' if math.isnan(conv) else f'{conv:g} s'}</td></tr>")
+    return ("<table><thead><tr><th>flow</th><th>type</th><th>receiver</th>"
+            "<th class='num'>mean throughput</th><th class='num'>loss</th>"
+            "<th class='num'>settled from</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table><p class='why'>Throughput and loss over the "
+            "measurement window. <em>Settled from</em>: the time after which the 5-s moving "
+            "average stays within ±10 % of its mean over the last quarter of the run "
+            "(see docs/results.md).</p>")
+
+
+def _flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested JSON as (dotted key, value) pairs."""
+    if isinstance(data, dict):
+        out = []
+        for key, value in data.items():
+            out += _flatten(value, f"{prefix}.{key}" if prefix else str(key))
+        return out
+    if isinstance(data, list) and not all(isinstance(v, str | int | float) for v in data):
+        return [(prefix, json.dumps(data))]
+    return [(prefix, ", ".join(map(str, data)) if isinstance(data, list) else str(data))]
+
+
+def _definitions(pairs: list[tuple[str, str]]) -> str:
+    """Key/value pairs as a definition list."""
+    return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in pairs) + "</dl>"
+
+
+def _run_details(run: Run) -> str:
+    """Timings, profile and scaling rule of the run."""
+    info = run.info
+    pairs = [("status", info.status), ("profile", info.profile or "–"),
+             ("scaling rule", info.scaling or "none (the paper's parameters)"),
+             ("planned duration", f"{info.duration_s:g} s"), ("warm-up", f"{info.warmup_s:g} s"),
+             ("elapsed", "–" if info.elapsed_s is None else f"{info.elapsed_s:g} s"),
+             ("measurement window", _window(run)),
+             ("started", str(info.started or "–")), ("ended", str(info.ended or "–"))]
+    if info.error:
+        pairs.append(("error", info.error))
+    return _definitions(pairs)
+
+
+def _figures(paths: list[Path]) -> str:
+    """The SVG figures, embedded, with captions and links to the PNGs."""
+    captions = {
+        "throughput": "Throughput of each flow at each receiver (shaded: warm-up, "
+                      "not measured).",
+        "references": "Paper (grey) versus measured (coloured by verdict); the yellow band "
+                      "is the accepted range.",
+        "links": "Per link direction: sending rate, queue length and drops per second "
+                 "(the busiest directions; idle ones and ACK paths are left out).",
+    }
+    out = []
+    for path in paths:
+        if path.suffix != ".svg":
+            continue
+        out.append(f"<figure>{inline_svg(path)}<figcaption>{_e(captions.get(path.stem, ''))} "
+                   f"<a href='figures/{_e(path.stem)}.png'>PNG</a></figcaption></figure>")
+    return "".join(out)
+
+
+def render(run: Run, summary: Summary, figures: list[Path]) -> str:
+    """The report page as a string."""
+    spec, info = run.spec, run.info
+    notes = "".join(f"<li>{_e(n)}</li>" for n in run.notes)
+    title = f"{spec.name or info.experiment} — {info.run_id}"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_e(title)}</title><style>{CSS}</style></head>
+<body><main>
+<h1>{_e(spec.name or info.experiment)}</h1>
+<p class="sub">run <strong>{_e(info.run_id)}</strong> · profile {_e(info.profile or '–')} ·
+<span class="status-{_e(info.status)}">{_e(info.status)}</span></p>
+{_banner(run)}
+<p>{_e(spec.description)}</p>
+<p><strong>Paper:</strong> {_e(spec.reference or '–')}</p>
+{f'<ul class="notes">{notes}</ul>' if notes else ''}
+<h2>Paper versus measured</h2>
+{_quantities(summary)}
+<h2>Figures</h2>
+{_figures(figures)}
+<h2>Flows</h2>
+{_flows(run)}
+<h2>Run</h2>
+{_run_details(run)}
+<h2>Environment</h2>
+{_definitions(_flatten(run.env)) if run.env else '<p>Not recorded.</p>'}
+</main></body></html>
+"""
+
+
+def build_report(folder: Path | str) -> Path:
+    """Read a results folder, write summary.json, figures/ and report.html; return the page."""
+    run = load_run(folder)
+    summary = summarise(run)
+    (run.path / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n")
+    figures = write_figures(run, summary)
+    page = run.path / "report.html"
+    page.write_text(render(run, summary, figures))
+    return page
+
+
+def report_command(runs: list[Path]) -> None:
+    """``mcclab report RUN...``: build each run's report; exit 2 if any folder is unreadable."""
+    import typer
+    from rich.console import Console
+
+    from mcclab.analysis.results import RunError
+    from mcclab.model.loader import SpecError
+
+    console, err = Console(), Console(stderr=True)
+    bad = 0
+    for folder in runs:
+        try:
+            page = build_report(folder)
+        except (RunError, SpecError) as exc:
+            bad += 1
+            err.print(f"[red]cannot analyse[/red] {folder}\n{exc}", highlight=False,
+                      soft_wrap=True)
+            continue
+        summary = json.loads((page.parent / "summary.json").read_text())
+        verdicts = [q["verdict"] for q in summary["quantities"]]
+        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("pass", "fail", "n/a"))
+        status = summary["status"]
+        colour = {"complete": "green", "interrupted": "yellow"}.get(status, "red")
+        # soft_wrap: a path broken over two lines cannot be copied or clicked
+        console.print(f"[{colour}]{status}[/{colour}] {counts}: {page}", highlight=False,
+                      soft_wrap=True)
+    if bad:
+        raise typer.Exit(2)

@@ -1,0 +1,237 @@
+"""The paper-versus-measured summary of a run (``summary.json``) and its wording.
+
+Each reference quantity of the spec is measured over the run's window with
+:mod:`mcclab.analysis.metrics` and judged against the paper's value:
+
+* ``within: [lo, hi]`` passes when ``lo <= measured <= hi``;
+* ``tolerance: 10%`` passes when ``|measured - paper| <= 0.10 * |paper|``;
+* with both, every given criterion must hold; with neither, the verdict is
+  ``n/a`` (there is nothing to judge against);
+* ``n/a`` also when the quantity cannot be measured (no data for a flow,
+  empty window), and ``measured`` is then ``null``.
+
+Where a quantity names a ``node``, its main flow (``flow``, ``numerator``) is
+measured at that node; the other flows it names (``of_flows``,
+``denominator``) are measured at that node when they are received there, and
+otherwise as their mean over their receivers.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from mcclab.analysis import metrics
+from mcclab.analysis.results import Run, Status
+from mcclab.experiment.quantities import (
+    Fairness,
+    Loss,
+    Ratio,
+    Reference,
+    Share,
+    Throughput,
+    Utilisation,
+)
+
+Verdict = Literal["pass", "fail", "n/a"]
+# Kinds shown as percentages; fairness and ratio read better as plain numbers.
+PERCENT_KINDS = {"share", "utilisation", "loss"}
+
+
+class Quantity(BaseModel):
+    """One row of the summary: a reference quantity, paper and measured values, verdict."""
+
+    label: str
+    kind: str
+    source: str
+    paper: float
+    measured: float | None
+    unit: Literal["bit/s", "fraction"]
+    tolerance: float | None
+    within: tuple[float, float] | None
+    verdict: Verdict
+    # Why the verdict is what it is; shown in the report, kept out of the JSON
+    # so summary.json is exactly the contract.
+    note: str = Field("", exclude=True)
+
+
+class Summary(BaseModel):
+    """``summary.json``."""
+
+    experiment: str
+    run_id: str
+    status: Status
+    window: tuple[float, float]
+    quantities: list[Quantity]
+
+    def counts(self) -> dict[str, int]:
+        """How many quantities pass, fail, or are n/a."""
+        out = {"pass": 0, "fail": 0, "n/a": 0}
+        for q in self.quantities:
+            out[q.verdict] += 1
+        return out
+
+
+def judge(measured: float, paper: float, tolerance: float | None,
+          within: tuple[float, float] | None) -> Verdict:
+    """The verdict for a measured value, per the rules in the module docstring."""
+    if not math.isfinite(measured) or (tolerance is None and within is None):
+        return "n/a"
+    ok = True
+    if within is not None:
+        ok &= within[0] <= measured <= within[1]
+    if tolerance is not None:
+        # A hair of slack so that 'exactly 10% off' passes despite float rounding.
+        ok &= abs(measured - paper) <= tolerance * abs(paper) * (1 + 1e-9) + 1e-12
+    return "pass" if ok else "fail"
+
+
+class _Measure:
+    """Measuring the flows of one run over its window."""
+
+    def __init__(self, run: Run):
+        """Measure over the run's per-second table and window."""
+        self.table = run.per_second
+        self.window = run.window
+
+    def rate(self, flow: str, node: str | None, main: bool = True) -> float:
+        """A flow's mean rate; ``node`` falls back to all receivers for non-main flows."""
+        if node is not None and not main and node not in metrics.receivers(self.table, flow):
+            node = None
+        return metrics.throughput(self.table, flow, self.window, node)
+
+    def value(self, ref: Reference) -> float:
+        """The measured value of a reference quantity (``nan`` when not measurable)."""
+        match ref:
+            case Throughput():
+                return self.rate(ref.flow, ref.node)
+            case Share():
+                if ref.capacity is not None:
+                    denominator = ref.capacity
+                else:
+                    denominator = sum(self.rate(f, ref.node, main=False) for f in ref.of_flows)
+                return _divide(self.rate(ref.flow, ref.node), denominator)
+            case Utilisation():
+                return metrics.utilisation([self.rate(f, None) for f in ref.flows], ref.capacity)
+            case Fairness():
+                return metrics.jain_index([self.rate(f, None) for f in ref.flows])
+            case Loss():
+                return metrics.flow_loss(self.table, ref.flow, self.window, ref.node)
+            case Ratio():
+                return _divide(self.rate(ref.numerator, ref.node),
+                               self.rate(ref.denominator, ref.node, main=False))
+        raise TypeError(f"unknown reference kind {type(ref).__name__}")
+
+    def why_missing(self, ref: Reference) -> str:
+        """Why a quantity could not be measured, for the report."""
+        start, end = self.window
+        if end <= start:
+            return "no measurement window (the run ended before the warm-up did)"
+        flows = [getattr(ref, k) for k in ("flow", "numerator", "denominator") if hasattr(ref, k)]
+        flows += list(getattr(ref, "flows", [])) + list(getattr(ref, "of_flows", []))
+        present = set(self.table["flow"])
+        absent = [f for f in flows if f not in present]
+        if absent:
+            return f"no data for flow(s) {', '.join(absent)}"
+        node = getattr(ref, "node", None)
+        main = getattr(ref, "flow", None) or getattr(ref, "numerator", None)
+        if node and main and node not in metrics.receivers(self.table, main):
+            return f"flow {main} has no data at node {node}"
+        if ref.kind == "loss":
+            return "no packet counts in the window"
+        return "undefined (e.g. a zero denominator, or every flow at zero)"
+
+
+def _divide(numerator: float, denominator: float) -> float:
+    """numerator / denominator, nan for a zero or undefined denominator."""
+    return numerator / denominator if denominator and math.isfinite(denominator) else math.nan
+
+
+def evaluate(ref: Reference, run: Run) -> Quantity:
+    """Measure and judge one reference quantity."""
+    measure = _Measure(run)
+    value = measure.value(ref)
+    verdict = judge(value, ref.paper, ref.tolerance, ref.within)
+    measured = value if math.isfinite(value) else None
+    if measured is None:
+        note = measure.why_missing(ref)
+    else:
+        note = describe(ref.kind, value, ref.paper, ref.tolerance, ref.within)
+    return Quantity(
+        label=ref.label, kind=ref.kind, source=ref.source, paper=ref.paper, measured=measured,
+        unit="bit/s" if ref.kind == "throughput" else "fraction",
+        tolerance=ref.tolerance, within=ref.within, verdict=verdict, note=note,
+    )
+
+
+def summarise(run: Run) -> Summary:
+    """The summary of a run: every reference quantity measured and judged."""
+    start, end = run.window
+    return Summary(
+        experiment=run.info.experiment, run_id=run.info.run_id, status=run.info.status,
+        window=(start, end), quantities=[evaluate(ref, run) for ref in run.spec.references],
+    )
+
+
+def write_summary(run: Run) -> Path:
+    """Write ``summary.json`` into the run's folder and return its path."""
+    path = run.path / "summary.json"
+    path.write_text(summarise(run).model_dump_json(indent=2) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------- wording
+
+
+def format_value(kind: str, value: float | None) -> str:
+    """A quantity's value for people: '2.91 Mbit/s', '93.4 %', '0.987'."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    if kind == "throughput":
+        return format_rate(value)
+    if kind in PERCENT_KINDS:
+        return f"{value * 100:.3g} %"
+    return f"{value:.3g}"
+
+
+def format_rate(bps: float) -> str:
+    """bit/s with a readable unit and three significant digits."""
+    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if abs(bps) >= scale:
+            return f"{bps / scale:.3g} {unit}"
+    return f"{bps:.3g} bit/s"
+
+
+def format_criterion(q: Quantity) -> str:
+    """The acceptance criterion: '±10 %', '[0.9, 1]', or both."""
+    parts = []
+    if q.tolerance is not None:
+        parts.append(f"±{q.tolerance * 100:.3g} %")
+    if q.within is not None:
+        parts.append(f"[{format_value(q.kind, q.within[0])}, {format_value(q.kind, q.within[1])}]")
+    return " and ".join(parts) or "none"
+
+
+def describe(kind: str, measured: float, paper: float, tolerance: float | None,
+             within: tuple[float, float] | None) -> str:
+    """One sentence explaining the verdict, e.g. '9.4 % below the paper's value; allowed ±10 %'."""
+    parts = []
+    if paper:
+        off = (measured - paper) / abs(paper)
+        side = "above" if off > 0 else "below"
+        parts.append("equal to the paper's value" if off == 0
+                     else f"{abs(off) * 100:.3g} % {side} the paper's value")
+    else:
+        parts.append(f"paper's value is 0, measured {format_value(kind, measured)}")
+    if tolerance is not None:
+        parts.append(f"allowed ±{tolerance * 100:.3g} %")
+    if within is not None:
+        where = "inside" if within[0] <= measured <= within[1] else "outside"
+        parts.append(f"{where} [{format_value(kind, within[0])}, "
+                     f"{format_value(kind, within[1])}]")
+    if tolerance is None and within is None:
+        parts.append("no tolerance or 'within' in the spec, so no verdict")
+    return "; ".join(parts)

@@ -1,0 +1,336 @@
+"""Run an experiment: lab up, flows on schedule, live progress, teardown, results folder.
+
+The results folder is always written, whatever happens: a run stopped by
+Ctrl-C or SIGTERM is marked ``interrupted`` and keeps the data up to that
+second; a run that fails is marked ``failed`` with the error. Runs never
+overwrite each other (each gets a fresh, exclusively created folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mcclab.experiment import tables
+from mcclab.experiment.launch import Launch, LaunchPlan, plan_launches
+from mcclab.experiment.loader import REPO, Resolved
+from mcclab.experiment.spec import MulticastFlow
+from mcclab.commands import Cmd
+from mcclab.lab import Lab, LabOptions
+from mcclab.net.node_config import netns_name
+from mcclab.probes.reach import wait_for
+from mcclab.processes import spawn
+from mcclab.state import TrackedProcess, kill_group
+
+RESULTS = REPO / "results"
+# Flows keep running this long past the end, so every report interval that ends
+# inside the run (iperf3's, agents') is printed before the processes are stopped.
+TAIL = 1.5
+PACKAGES = ["frr", "pimd", "smcroute", "iperf3", "mininet", "iproute2", "nftables", "iptables"]
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived during the run."""
+
+
+@dataclass
+class RunOptions:
+    """How to run: where results go and how to report progress (explicit, no globals)."""
+
+    results: Path = RESULTS
+    progress: Callable[[str, int, int], None] = lambda *a: None
+    live: Callable[[float, float, dict[str, float]], None] = lambda *a: None
+    readiness_timeout: float = 60.0
+
+
+@dataclass
+class RunState:
+    """Mutable bookkeeping of a run in progress."""
+
+    run_dir: Path
+    started: str
+    status: str = "running"
+    error: str | None = None
+    t0: float | None = None
+    elapsed: float = 0.0
+    running: dict[int, TrackedProcess] = field(default_factory=dict)
+    link_rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def new_run_dir(results: Path, experiment: str) -> Path:
+    """A fresh folder results/<experiment>/<run-id>; created exclusively, never reused."""
+    base = results / experiment
+    base.mkdir(parents=True, exist_ok=True)
+    while True:
+        run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        try:
+            (base / run_id).mkdir()
+            return base / run_id
+        except FileExistsError:
+            continue
+
+
+def _git(*args: str) -> str:
+    """A git query about the checkout, or '' outside one."""
+    try:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
+                              timeout=10, check=False).stdout.strip()
+    except OSError:
+        return ""
+
+
+def environment(lab: Lab | None) -> dict[str, Any]:
+    """Kernel, package versions, git SHA and backends, for the run record."""
+    versions = {}
+    for pkg in PACKAGES:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True,
+                             text=True, check=False)
+        versions[pkg] = out.stdout.strip() or None
+    if versions.get("pimd") is None and Path("/opt/mcclab/pimd").is_dir():
+        debs = sorted(Path("/opt/mcclab/cache").glob("pimd_*.deb"))
+        versions["pimd"] = debs[-1].name.split("_")[1] if debs else "private prefix"
+    env: dict[str, Any] = {
+        "kernel": platform.release(), "machine": platform.machine(), "host": platform.node(),
+        "cpus": os.cpu_count(), "python": sys.version.split()[0], "packages": versions,
+        "git_sha": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain")),
+    }
+    if lab is not None:
+        env["routing_backend"] = lab.topo.routing.backend
+        env["link_backend"] = lab.link_backend
+        env["features"] = lab.features.as_dict() if lab.features else {}
+    return env
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.replace(path)
+
+
+def _run_record(res: Resolved, st: RunState) -> dict[str, Any]:
+    """run.json content."""
+    exp = res.experiment
+    profile = exp.profiles.get(res.profile)
+    return {
+        "experiment": exp.name, "run_id": st.run_dir.name, "profile": res.profile,
+        "status": st.status, "started": st.started,
+        "ended": datetime.now(UTC).isoformat() if st.status != "running" else None,
+        "duration_s": exp.duration, "warmup_s": exp.warmup, "elapsed_s": round(st.elapsed, 3),
+        "error": st.error, "scaling": profile.scaling if profile else "",
+        "spec_file": str(res.path),
+    }
+
+
+def _live_rates(launches: list[Launch]) -> dict[str, float]:
+    """Latest per-flow received rate (bit/s) from receiver logs, for the progress line."""
+    rates: dict[str, float] = {}
+    for launch in launches:
+        if launch.role != "receiver":
+            continue
+        try:
+            with open(launch.log, "rb") as fh:
+                fh.seek(max(0, os.path.getsize(launch.log) - 4096))
+                lines = fh.read().decode(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in reversed(lines):
+            if '"stats"' in line:
+                try:
+                    rates[launch.flow] = rates.get(launch.flow, 0.0) + json.loads(line).get(
+                        "throughput_bps", 0.0)
+                except ValueError:
+                    pass
+                break
+    return rates
+
+
+def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
+    """Start one launch in its node, in its own process group; wait for servers to listen."""
+    # iperf3 writes its report to stdout; agents write their event log themselves
+    # and only a 'ready' line to stdout, which must not interleave with that log.
+    out = Path(launch.log) if launch.role in ("server", "client") else Path(
+        launch.log).with_suffix(".out")
+    proc = spawn(lab.state, Cmd(launch.argv, netns_name(launch.node)), out,
+                 f"flow {launch.flow} {launch.role} {launch.node}")
+    st.running[index] = proc
+    if launch.role == "server":
+        wait_for(lambda: "Server listening" in out.read_text(errors="replace")
+                 or not proc.alive(), 10.0, f"iperf3 server of {launch.flow}")
+        if not proc.alive():
+            raise RuntimeError(f"iperf3 server of {launch.flow} exited: {out.read_text()[-500:]}")
+
+
+def _sample_links(lab: Lab, st: RunState, t: int) -> None:
+    """Append one row per link direction of the emulator's counters."""
+    if lab.links is None:
+        return
+    try:
+        records = lab.links.records()
+    except Exception:  # noqa: BLE001 - counters are best effort; health is checked apart
+        return
+    for rec in records:
+        row = {"t": t, **rec}
+        # The results contract names what left the link "out".
+        row["pkts_out"], row["bytes_out"] = row.pop("pkts_sent"), row.pop("bytes_sent")
+        st.link_rows.append(row)
+
+
+def execute(res: Resolved, options: RunOptions) -> Path:
+    """Run a resolved experiment and return its results folder."""
+    exp = res.experiment
+    run_dir = new_run_dir(options.results, exp.name)
+    (run_dir / "logs").mkdir()
+    (run_dir / "tables").mkdir()
+    (run_dir / "sessions").mkdir()
+    st = RunState(run_dir, started=datetime.now(UTC).isoformat())
+    (run_dir / "spec.yaml").write_text(yaml.safe_dump(
+        res.experiment.model_dump(mode="json"), sort_keys=False))
+    (run_dir / "topology.yaml").write_text(yaml.safe_dump(
+        res.topology.model_dump(mode="json"), sort_keys=False))
+    _write_json(run_dir / "run.json", _run_record(res, st))
+    _write_json(run_dir / "env.json", environment(None))
+
+    def on_signal(signum: int, _frame: object) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    lab = Lab(res.topology, LabOptions(lab_id=f"{exp.name}-{run_dir.name}",
+                                       readiness_timeout=options.readiness_timeout,
+                                       progress=options.progress))
+    launch_plan: LaunchPlan | None = None
+    try:
+        lab.up()
+        _write_json(run_dir / "env.json", environment(lab))
+        launch_plan = plan_launches(exp, lab.plan, run_dir)
+        for path, content in launch_plan.files.items():
+            Path(path).write_text(content)
+        _timeline(lab, exp.duration, launch_plan, st, options)
+        st.status = "complete"
+    except Interrupted as exc:
+        st.status, st.error = "interrupted", f"stopped by {exc}"
+    except Exception as exc:  # noqa: BLE001 - any failure is recorded, then re-raised
+        st.status, st.error = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        # Ignore further signals while cleaning up: teardown must finish.
+        for s in old:
+            signal.signal(s, signal.SIG_IGN)
+        try:
+            _finish(lab, res, st, launch_plan)
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+    return run_dir
+
+
+def _timeline(lab: Lab, duration: float, lp: LaunchPlan, st: RunState,
+              options: RunOptions) -> None:
+    """Start and stop processes on schedule; sample counters and check health each second."""
+    order = sorted(range(len(lp.launches)), key=lambda i: lp.launches[i].start)
+    # Servers first and receivers before senders at equal times, so nothing is lost to
+    # a listener that is not there yet.
+    rank = {"server": 0, "receiver": 1, "sender": 2, "client": 3}
+    order.sort(key=lambda i: (lp.launches[i].start, rank[lp.launches[i].role]))
+    pending = list(order)
+    stops = {i: lp.launches[i].stop for i in order if lp.launches[i].stop is not None}
+    st.t0 = time.monotonic()
+    next_second = 1
+    while True:
+        now = time.monotonic() - st.t0
+        st.elapsed = min(now, duration)
+        while pending and lp.launches[pending[0]].start <= now:
+            i = pending.pop(0)
+            _start(lab, lp.launches[i], st, i)
+        for i, stop in list(stops.items()):
+            if stop <= now and i in st.running:
+                kill_group(st.running.pop(i))
+                del stops[i]
+        if now >= next_second and next_second <= duration:
+            _sample_links(lab, st, next_second)
+            if lab.links is not None:
+                lab.links.check()
+            options.progress("running", min(next_second, int(duration)), int(duration))
+            options.live(now, duration, _live_rates(lp.launches))
+            next_second += 1
+        if now >= duration + TAIL:
+            break
+        time.sleep(min(0.05, max(0.0, next_second - now)))
+
+
+def _finish(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None) -> None:
+    """Stop flows, keep logs, tear down, write tables, record and report."""
+    for proc in list(st.running.values()):
+        kill_group(proc, grace=3.0)  # agents write a last stats record on SIGTERM
+    st.running.clear()
+    run_dir = st.run_dir
+    logs = run_dir / "logs"
+    if lab.state.path.exists():
+        for item in ("commands.log", "nodes", "logs"):
+            src = lab.state.path / item
+            if src.is_dir():
+                shutil.copytree(src, logs / f"lab-{item}", dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("*.sock", "*.api", "*.vty"))
+            elif src.is_file():
+                shutil.copy2(src, logs / f"lab-{item}")
+    try:
+        lab.down()
+    finally:
+        if lp is not None and st.t0 is not None:
+            _write_tables(res, st, lp)
+        _write_json(run_dir / "run.json", _run_record(res, st))
+        _analyse(run_dir)
+
+
+def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
+    """tables/per_second.csv and tables/links.csv from the raw logs and samples."""
+    assert st.t0 is not None
+    series: list[tables.Series] = []
+    exp = res.experiment
+    for flow in exp.flows:
+        if isinstance(flow, MulticastFlow):
+            for launch in lp.launches:
+                if launch.flow == flow.name and launch.role == "receiver":
+                    series.append(tables.agent_series(Path(launch.log), flow.name, launch.node))
+            continue
+        starts = [st.t0 + launch.start for launch in lp.launches
+                  if launch.flow == flow.name and launch.role == "client"]
+        server = next(launch for launch in lp.launches
+                      if launch.flow == flow.name and launch.role == "server")
+        series.append(tables.iperf_series(Path(server.log), flow.name, flow.type, server.node,
+                                          starts))
+    seconds = int(st.elapsed + 1e-6)
+    tables.per_second(series, st.t0, seconds).to_csv(st.run_dir / "tables" / "per_second.csv",
+                                                     index=False)
+    if st.link_rows:
+        import pandas as pd
+
+        pd.DataFrame(st.link_rows).to_csv(st.run_dir / "tables" / "links.csv", index=False)
+
+
+def _analyse(run_dir: Path) -> None:
+    """Summary, figures and report from the folder alone (mcclab.analysis).
+
+    A failing analysis must not hide the run: the data are written already and
+    `mcclab report` can rebuild once the problem is fixed.
+    """
+    from mcclab.analysis.report import build_report
+
+    try:
+        build_report(run_dir)
+    except Exception as exc:  # noqa: BLE001 - reported, never fatal to the run record
+        (run_dir / "analysis-error.txt").write_text(f"{type(exc).__name__}: {exc}\n")

@@ -1,0 +1,184 @@
+"""Experiment specs: a topology, a timeline of flows, measurements and the paper's values.
+
+Specs are YAML validated by these models, like topologies. Two profiles are
+built in: ``paper`` (the spec as written: the paper's scale and duration) and
+``quick`` (the overrides under ``profiles.quick``, whose scaling rule is
+written in ``profiles.quick.scaling`` and shown in the report).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from mcclab.experiment.quantities import Reference
+from mcclab.model.topology import LinkOverride, NodeName, StrictModel
+from mcclab.model.units import Duration, Rate, Size
+
+FlowName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")]
+
+
+class _Flow(StrictModel):
+    """Common flow fields: a name and the interval it is active in."""
+
+    name: FlowName
+    start: Duration = Field(0.0, ge=0)
+    stop: Duration | None = Field(None, ge=0, description="default: the end of the run")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Flow:
+        if self.stop is not None and self.stop <= self.start:
+            raise ValueError(f"stop ({self.stop:g}s) must be after start ({self.start:g}s)")
+        return self
+
+
+class MulticastFlow(_Flow):
+    """A multicast session run by a protocol agent (cbr, layered-cbr, webrc, ...)."""
+
+    type: Literal["multicast"]
+    protocol: str
+    sender: NodeName
+    receivers: list[NodeName] = Field(min_length=1)
+    groups: list[ipaddress.IPv4Address] = Field(
+        default_factory=list, description="one per channel; default: allocated by the runner")
+    ssm: bool = False
+    params: dict[str, Any] = Field(default_factory=dict)
+    receiver_params: dict[NodeName, dict[str, Any]] = Field(default_factory=dict)
+    receiver_start: dict[NodeName, Duration] = Field(
+        default_factory=dict, description="per-receiver start times (default: the flow's)")
+
+
+class TcpFlow(_Flow):
+    """A bulk TCP transfer (iperf3) with a chosen congestion control, set per socket."""
+
+    type: Literal["tcp"]
+    sender: NodeName
+    receiver: NodeName
+    cc: Literal["reno", "cubic", "bbr"] = "reno"
+    mss: Size | None = Field(None, description="TCP maximum segment size, e.g. 1000B")
+
+
+class UdpFlow(_Flow):
+    """Constant-bit-rate unicast UDP (iperf3)."""
+
+    type: Literal["udp"]
+    sender: NodeName
+    receiver: NodeName
+    rate: Rate
+    packet_size: Size = 1000
+
+
+class Period(StrictModel):
+    """A random period length: exponential, or Pareto with a shape."""
+
+    distribution: Literal["exponential", "pareto"]
+    mean: Duration = Field(gt=0)
+    shape: float = Field(1.5, gt=1, description="Pareto shape (ignored for exponential)")
+
+
+class OnOffFlow(_Flow):
+    """A TCP or UDP flow switched on and off with random periods (ORMCC Table II)."""
+
+    type: Literal["onoff"]
+    sender: NodeName
+    receiver: NodeName
+    carrier: Literal["tcp", "udp"] = "udp"
+    rate: Rate | None = Field(None, description="UDP rate (required for carrier udp)")
+    packet_size: Size = 1000
+    cc: Literal["reno", "cubic", "bbr"] = "reno"
+    # Not "on"/"off": YAML 1.1 reads those words as booleans.
+    on_period: Period
+    off_period: Period
+
+    @model_validator(mode="after")
+    def _rate_for_udp(self) -> OnOffFlow:
+        if self.carrier == "udp" and self.rate is None:
+            raise ValueError("rate: an on/off UDP flow needs a rate")
+        return self
+
+
+Flow = Annotated[MulticastFlow | TcpFlow | UdpFlow | OnOffFlow, Field(discriminator="type")]
+
+
+class LinkChange(LinkOverride):
+    """Overrides of one link's parameters, found by its endpoints.
+
+    The shared fields apply to both directions; ``forward`` is the direction
+    from ``endpoints[0]`` to ``endpoints[1]`` as written here, whatever the
+    order in the topology file.
+    """
+
+    endpoints: tuple[NodeName, NodeName]
+    forward: LinkOverride | None = None
+    reverse: LinkOverride | None = None
+
+
+class TopologyOverrides(StrictModel):
+    """What an experiment changes in its topology."""
+
+    links: list[LinkChange] = Field(default_factory=list)
+    routing_backend: Literal["frr", "pimd", "smcroute"] | None = None
+    link_backend: Literal["auto", "kernel", "userspace"] | None = None
+
+
+class Profile(StrictModel):
+    """A named variant: how it scales the paper's setup, and the keys it overrides."""
+
+    scaling: str = Field("", description="the scaling rule, in words, shown in the report")
+    set: dict[str, Any] = Field(default_factory=dict,
+                                description="dotted keys to override, e.g. duration: 30s")
+
+
+class Experiment(StrictModel):
+    """A complete experiment."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    reference: str = Field("", description="the paper and figure reproduced")
+    topology: str = Field(description="topology file, relative to the repository")
+    overrides: TopologyOverrides = TopologyOverrides()
+    duration: Duration = Field(gt=0)
+    warmup: Duration = Field(0.0, ge=0)
+    seed: int = 1
+    flows: list[Flow] = Field(min_length=1)
+    references: list[Reference] = Field(default_factory=list)
+    profiles: dict[Literal["quick", "paper"], Profile] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _timeline(self) -> Experiment:
+        if self.warmup >= self.duration:
+            raise ValueError(f"warmup: {self.warmup:g}s is not shorter than the duration")
+        names = [f.name for f in self.flows]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"flows: duplicate flow names {dupes}")
+        for i, flow in enumerate(self.flows):
+            if flow.start >= self.duration:
+                raise ValueError(f"flows[{i}].start: {flow.start:g}s is after the run ends")
+            if flow.stop is not None and flow.stop > self.duration:
+                raise ValueError(f"flows[{i}].stop: {flow.stop:g}s is after the run ends")
+        known = set(names)
+        for i, ref in enumerate(self.references):
+            for flow in _flows_of(ref):
+                if flow not in known:
+                    raise ValueError(f"references[{i}]: unknown flow {flow!r}")
+        return self
+
+
+def _flows_of(ref: Any) -> list[str]:
+    """The flow names a reference quantity mentions."""
+    out = []
+    for attr in ("flow", "numerator", "denominator"):
+        if getattr(ref, attr, None):
+            out.append(getattr(ref, attr))
+    out += list(getattr(ref, "flows", []) or []) + list(getattr(ref, "of_flows", []) or [])
+    return out
+
+
+def flow_nodes(flow: Any) -> list[str]:
+    """Every node a flow uses."""
+    if isinstance(flow, MulticastFlow):
+        return [flow.sender, *flow.receivers]
+    return [flow.sender, flow.receiver]

@@ -1,0 +1,134 @@
+"""Tidy per-second tables from raw logs: agents' event logs and iperf3 server reports.
+
+Every source is first turned into a cumulative series (time, bytes, packets,
+lost) on the shared monotonic clock, then sampled at each whole second of the
+experiment, so flows that report on different grids line up exactly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+COLUMNS = ["t", "flow", "kind", "node", "throughput_bps", "packets", "lost", "level"]
+
+_INTERVAL = re.compile(
+    r"^\[\s*\d+\]\s+(?P<a>[\d.]+)-(?P<b>[\d.]+)\s+sec\s+(?P<xfer>[\d.]+)\s+(?P<xu>\w?)Bytes\s+"
+    r"(?P<rate>[\d.]+)\s+(?P<ru>\w?)bits/sec(?:\s+[\d.]+\s+ms\s+(?P<lost>\d+)/(?P<total>\d+))?")
+_UNIT = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
+@dataclass
+class Series:
+    """A cumulative counter series for one (flow, node)."""
+
+    flow: str
+    kind: str
+    node: str
+    times: list[float] = field(default_factory=list)
+    bytes: list[float] = field(default_factory=list)
+    packets: list[float] = field(default_factory=list)
+    lost: list[float] = field(default_factory=list)
+    levels: list[tuple[float, float]] = field(default_factory=list)
+
+    def add(self, t: float, nbytes: float, packets: float, lost: float) -> None:
+        """Append a cumulative sample (kept in time order)."""
+        self.times.append(t)
+        self.bytes.append(nbytes)
+        self.packets.append(packets)
+        self.lost.append(lost)
+
+    def at(self, t: float) -> tuple[float, float, float]:
+        """Cumulative (bytes, packets, lost) at time t, linearly interpolated."""
+        if not self.times or t <= self.times[0]:
+            return (0.0, 0.0, 0.0) if not self.times or t < self.times[0] else (
+                self.bytes[0], self.packets[0], self.lost[0])
+        i = bisect.bisect_right(self.times, t)
+        if i >= len(self.times):
+            return self.bytes[-1], self.packets[-1], self.lost[-1]
+        t0, t1 = self.times[i - 1], self.times[i]
+        w = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
+        return tuple(v[i - 1] + w * (v[i] - v[i - 1])  # type: ignore[return-value]
+                     for v in (self.bytes, self.packets, self.lost))
+
+    def level_at(self, t: float) -> float | None:
+        """The last reported subscription level at or before t."""
+        value = None
+        for when, level in self.levels:
+            if when > t:
+                break
+            value = level
+        return value
+
+
+def agent_series(log: Path, flow: str, node: str) -> Series:
+    """A receiver agent's cumulative received bytes, from its event log's stats records."""
+    series = Series(flow, "multicast", node)
+    if not log.exists():
+        return series
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill
+        event = rec.get("event")
+        if event == "stats" and "total_rx_bytes" in rec:
+            series.add(rec["t"], rec["total_rx_bytes"], rec["total_rx_packets"],
+                       rec.get("total_lost", 0))
+        elif event in ("metric", "gauge") and rec.get("name") in ("subscription_level", "level"):
+            series.levels.append((rec["t"], float(rec["value"])))
+    return series
+
+
+def iperf_series(log: Path, flow: str, kind: str, node: str, test_starts: list[float]
+                 ) -> Series:
+    """An iperf3 server's received bytes, one test per client start (in order)."""
+    series = Series(flow, kind, node)
+    if not log.exists():
+        return series
+    test, total, packets, lost = -1, 0.0, 0.0, 0.0
+    in_summary = False
+    for line in log.read_text(errors="replace").splitlines():
+        if "Accepted connection from" in line:
+            test, in_summary = test + 1, False
+            continue
+        if line.startswith("- - -"):
+            in_summary = True  # the end-of-test totals repeat the intervals
+            continue
+        m = _INTERVAL.match(line)
+        if not m or in_summary or test < 0 or test >= len(test_starts):
+            continue
+        a, b = float(m["a"]), float(m["b"])
+        nbytes = float(m["rate"]) * _UNIT[m["ru"]] * (b - a) / 8.0
+        if m["total"] is not None:
+            packets += float(m["total"]) - float(m["lost"])
+            lost += float(m["lost"])
+        start = test_starts[test]
+        if not series.times or start + a > series.times[-1]:
+            series.add(start + a, total, packets, lost)  # flat until this interval began
+        total += nbytes
+        series.add(start + b, total, packets, lost)
+    return series
+
+
+def per_second(series: list[Series], t0: float, seconds: int) -> pd.DataFrame:
+    """One row per (second, flow, node): throughput over [k-1, k) of experiment time."""
+    rows = []
+    for s in series:
+        prev = s.at(t0)
+        for k in range(1, seconds + 1):
+            cur = s.at(t0 + k)
+            level = s.level_at(t0 + k)
+            rows.append({
+                "t": k, "flow": s.flow, "kind": s.kind, "node": s.node,
+                "throughput_bps": round((cur[0] - prev[0]) * 8.0, 1),
+                "packets": round(cur[1] - prev[1]), "lost": round(cur[2] - prev[2]),
+                "level": "" if level is None else level,
+            })
+            prev = cur
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -1,0 +1,48 @@
+"""The process timeline of an experiment, asserted as data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mcclab.experiment.launch import on_off_periods, plan_launches
+from mcclab.experiment.loader import resolve
+from mcclab.experiment.spec import OnOffFlow
+from mcclab.model.addressing import plan_addresses
+
+RUN = Path("/tmp/run")
+
+
+def test_default_experiment_launches():
+    res = resolve("default")
+    plan = plan_addresses(res.topology)
+    lp = plan_launches(res.experiment, plan, RUN, python="py")
+    roles = [(launch.flow, launch.role, launch.node) for launch in lp.launches]
+    assert roles == [("cbr", "sender", "s1"), ("cbr", "receiver", "d1"),
+                     ("tcp", "server", "d2"), ("tcp", "client", "s2")]
+    client = lp.launches[3]
+    assert client.argv[:3] == ("iperf3", "-c", str(plan.address_of("d2")))
+    assert "-C" in client.argv and client.argv[client.argv.index("-C") + 1] == "reno"
+    assert client.start == 1.0
+    assert client.argv[client.argv.index("-t") + 1] == "62"  # outlasts the run
+    sender = lp.launches[0]
+    assert sender.argv[:4] == ("py", "-m", "agents.run", "sender")
+    metrics = sender.argv[sender.argv.index("--metrics") + 1]
+    assert metrics.startswith(str(plan.control["s1"].ip) + ":")
+    session = json.loads(lp.files[str(RUN / "sessions" / "cbr.json")])
+    assert session["source"] == str(plan.address_of("s1"))
+    assert session["channels"] == [{"group": "239.10.1.1", "port": 5500}]
+
+
+def test_on_off_periods_are_seeded_and_inside_the_run():
+    flow = OnOffFlow.model_validate({
+        "name": "o", "type": "onoff", "sender": "s2", "receiver": "d2", "rate": "200kbit",
+        "on_period": {"distribution": "pareto", "mean": "2s", "shape": 1.5},
+        "off_period": {"distribution": "exponential", "mean": "2s"}})
+    a = on_off_periods(flow, seed=7, end=600)
+    assert a == on_off_periods(flow, seed=7, end=600)
+    assert a != on_off_periods(flow, seed=8, end=600)
+    assert all(0 <= s < e <= 600 for s, e in a)
+    assert all(e1 <= s2 for (_, e1), (s2, _) in zip(a, a[1:], strict=False))
+    on_fraction = sum(e - s for s, e in a) / 600
+    assert 0.3 < on_fraction < 0.7  # equal means: about half the time on

@@ -1,0 +1,76 @@
+"""Experiment specs: malformed specs fail before anything starts; profiles and --set apply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcclab.experiment.loader import resolve
+from mcclab.model.loader import SpecError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "malformed_experiments"
+MALFORMED = sorted(FIXTURES.glob("*.yaml"))
+
+
+def test_enough_malformed_specs():
+    assert len(MALFORMED) >= 15
+
+
+@pytest.mark.parametrize("path", MALFORMED, ids=[p.stem for p in MALFORMED])
+def test_malformed_spec_is_rejected_naming_file_and_field(path):
+    expected = path.read_text().splitlines()[0].removeprefix("# expect: ").strip()
+    with pytest.raises(SpecError) as info:
+        resolve(str(path))
+    assert info.value.path == str(path)
+    assert expected in [field for field, _ in info.value.problems], str(info.value)
+
+
+def test_unknown_profile_and_missing_quick_profile(tmp_path):
+    with pytest.raises(SpecError, match="unknown profile"):
+        resolve("default", "turbo")
+    spec = tmp_path / "noquick.yaml"
+    spec.write_text("name: x\ntopology: topologies/dumbbell.yaml\nduration: 10s\n"
+                    "flows: [{name: t, type: tcp, sender: s2, receiver: d2}]\n")
+    with pytest.raises(SpecError, match="no quick profile"):
+        resolve(str(spec), "quick")
+
+
+def test_unknown_experiment_lists_the_known_ones():
+    with pytest.raises(SpecError, match="known: .*default"):
+        resolve("no-such-experiment")
+
+
+def test_quick_profile_and_set_overrides():
+    paper = resolve("default")
+    quick = resolve("default", "quick")
+    assert paper.experiment.duration == 60 and quick.experiment.duration == 30
+    custom = resolve("default", "quick", ["duration=12s", "flows.cbr.params.rate=500kbit",
+                                           "flows.tcp.cc=cubic"])
+    flows = {f.name: f for f in custom.experiment.flows}
+    assert custom.experiment.duration == 12
+    assert flows["cbr"].params["rate"] == "500kbit" and flows["tcp"].cc == "cubic"
+
+
+def test_set_with_a_bad_value_names_the_field():
+    with pytest.raises(SpecError) as info:
+        resolve("default", "paper", ["duration=ten"])
+    assert "duration" in [f for f, _ in info.value.problems]
+    with pytest.raises(SpecError, match="not key=value"):
+        resolve("default", "paper", ["duration"])
+
+
+def test_topology_overrides_apply_per_direction(tmp_path):
+    spec = tmp_path / "ov.yaml"
+    spec.write_text(
+        "name: ov\ntopology: topologies/dumbbell.yaml\nduration: 10s\n"
+        "overrides:\n  routing_backend: smcroute\n  link_backend: userspace\n"
+        "  links: [{endpoints: [rr, rl], rate: 1Mbit, forward: {delay: 50ms}}]\n"
+        "flows: [{name: t, type: tcp, sender: s2, receiver: d2}]\n")
+    topo = resolve(str(spec)).topology
+    link = next(li for li in topo.links if set(li.endpoints) == {"rl", "rr"})
+    assert link.endpoints == ("rl", "rr")
+    # "forward" was given for rr->rl, which is this link's reverse direction.
+    assert link.direction(False).delay == 0.05 and link.direction(True).delay == 0.02
+    assert link.direction(True).rate == 1e6
+    assert topo.routing.backend == "smcroute" and topo.link_backend == "userspace"

@@ -1,0 +1,48 @@
+"""Per-second tables from raw logs, on captured samples."""
+
+from __future__ import annotations
+
+import json
+
+from mcclab.experiment.tables import agent_series, iperf_series, per_second
+
+IPERF_SERVER = """-----------------------------------------------------------
+Server listening on 5202 (test #1)
+-----------------------------------------------------------
+Accepted connection from 10.0.1.2, port 41234
+[  5] local 10.0.4.2 port 5202 connected to 10.0.1.2 port 41236
+[ ID] Interval           Transfer     Bitrate
+[  5]   0.00-1.00   sec   250 KBytes  2000 Kbits/sec
+[  5]   1.00-2.00   sec   250 KBytes  2000 Kbits/sec
+- - - - - - - - - - - - - - - - - - - - - - - - -
+[ ID] Interval           Transfer     Bitrate
+[  5]   0.00-2.00   sec   500 KBytes  2000 Kbits/sec                  receiver
+Accepted connection from 10.0.1.2, port 41240
+[  5] local 10.0.4.2 port 5202 connected to 10.0.1.2 port 41242
+[  5]   0.00-1.00   sec   122 KBytes  1000 Kbits/sec  0.012 ms  2/127 (1.6%)
+"""
+
+
+def test_iperf_server_report_becomes_cumulative_series(tmp_path):
+    log = tmp_path / "server.txt"
+    log.write_text(IPERF_SERVER)
+    s = iperf_series(log, "t", "tcp", "d2", test_starts=[100.0, 103.0])
+    assert s.at(101.0)[0] == 250_000 and s.at(102.0)[0] == 500_000
+    assert s.at(102.5)[0] == 500_000  # flat between tests
+    assert s.at(104.0)[0] == 625_000 and s.at(104.0)[2] == 2  # UDP lost count
+    table = per_second([s], t0=100.0, seconds=4)
+    assert list(table["throughput_bps"]) == [2e6, 2e6, 0.0, 1e6]
+
+
+def test_agent_stats_records_are_resampled_on_experiment_seconds(tmp_path):
+    log = tmp_path / "r.jsonl"
+    records = [{"t": 11.0 + k, "event": "stats", "total_rx_bytes": 125_000 * k,
+                "total_rx_packets": 125 * k, "total_lost": k} for k in range(6)]
+    records.insert(2, {"t": 12.0, "event": "metric", "name": "subscription_level", "value": 3})
+    log.write_text("\n".join(json.dumps(r) for r in records) + "\n{truncated")
+    s = agent_series(log, "m", "d1")
+    table = per_second([s], t0=10.0, seconds=5)
+    # Before the agent's first record nothing was received; then 1 Mbit/s.
+    assert table["throughput_bps"].iloc[0] == 0.0
+    assert list(table["throughput_bps"].iloc[1:4]) == [1e6, 1e6, 1e6]
+    assert table["level"].iloc[1] == 3.0 and table["level"].iloc[0] == ""
