@@ -11,7 +11,7 @@ EXPERIMENT ?= default
 PROFILE    ?= paper
 PYTEST_ARGS ?=
 
-.PHONY: help setup experiment test test-unit lint schema clean linkemu
+.PHONY: help setup experiment test test-unit lint schema clean linkemu dashboards bench-links
 
 help:
 	@echo "make setup       install everything (Ansible playbook, idempotent)"
@@ -46,6 +46,12 @@ test: $(MCCLAB)
 test-unit: $(MCCLAB)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
+# Link-emulation fidelity benchmark (~20 min, not part of `make test`): brings
+# up a lab and writes docs/bench-links-<backend>.md; BENCH_ARGS=--quick for a
+# shorter run.
+bench-links: $(MCCLAB) linkemu
+	$(SUDO) $(PY) bench/bench_links.py $(BENCH_ARGS)
+
 lint: $(MCCLAB)
 	$(PY) -m ruff check mcclab agents tests
 	$(PY) -m mcclab topo schema --check schema/topology.schema.json
@@ -53,6 +59,10 @@ lint: $(MCCLAB)
 
 schema: $(MCCLAB)
 	$(PY) -m mcclab topo schema --write schema/topology.schema.json
+
+# Grafana dashboards as code: regenerate dashboards/json/*.json (committed).
+dashboards: $(MCCLAB)
+	$(PY) -m dashboards
 
 clean:
 	-$(SUDO) $(MCCLAB) clean

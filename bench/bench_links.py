@@ -15,7 +15,7 @@ combinations, covering every level of every factor at least once.
 
 Per setting: RTT over 200 pings (median, p99), rate with iperf3 UDP and TCP,
 loss with its 99% Wilson interval, the queue length at which drop-tail drops
-begin (back-to-back burst, receiver timestamps), and RED's drop fraction
+happen (overload, receiver timestamps), and RED's drop fraction
 against the average queue (open-loop overloads that force known drop
 fractions). Then a 60 s TCP Reno run and the packet rate one emulator
 sustains. The report goes to docs/bench-links-<backend>.md, raw numbers to
@@ -184,10 +184,14 @@ def measure(lab: Lab, s: Setting, quick: bool, step: Callable[[str], None]) -> R
     if s.disc == "droptail":
         step("drop-tail onset")
         before = forward_counters(lab)
-        burst = fx.probe(lab, "s", "d", count=s.limit + 40, size=1000, idle=0.5 + 2 * s.delay)
+        size, pps = 1000, 1.25 * s.rate / (1000 * 8)  # 25% overload keeps the queue full
+        fill = s.limit / (pps - s.rate / (size * 8))
+        skip = 0.5 + 2 * fill
+        flow = fx.probe(lab, "s", "d", count=int(pps * (skip + 2.0)), size=size, pps=pps,
+                        idle=0.5 + 2 * s.delay)
         after = forward_counters(lab)
-        r.queue = fx.queue_at_first_drop(burst) | {
-            "max_qlen": after["max_qlen"], "burst": burst.count, "lost": burst.lost,
+        r.queue = fx.queue_at_drops(flow, s.rate, size, skip=skip, pps=pps) | {
+            "max_qlen": after["max_qlen"], "sent": flow.count, "lost": flow.lost,
             "emulator_drops": after["drops_queue"] - before["drops_queue"]}
     else:
         fractions = RED_FRACTIONS_MAIN if s.group == "queue" and s.limit == 40 else \
@@ -254,7 +258,7 @@ def verdicts(r: Result) -> dict[str, bool | None]:
         lo, hi = r.loss["ci"]
         out["loss in 99% CI"] = lo <= s.loss <= hi
     if r.queue:
-        out["drop-tail onset ±1"] = abs(r.queue["queue"] - s.limit) <= QUEUE_TOL
+        out["drop-tail onset ±1"] = abs(r.queue["queue_at_drop"] - s.limit) <= QUEUE_TOL
     if r.red:
         out["RED on its curve ±1pkt"] = all(abs(p["avg_queue_owd"] - p["curve_avg"]) <= RED_TOL
                                             for p in r.red)
@@ -359,15 +363,18 @@ def report(results: list[Result], reno: dict | None, pps: list[dict], meta: dict
                      f"{r.rtt['p99']:.2f} | {r.udp_bps / 1e6:.4f} ({udp_err:+.2f}%) | "
                      f"{tcp} | {loss} | {'all ok' if not bad else 'MISS: ' + ', '.join(bad)} |")
     lines += ["", "## Drop-tail: where drops begin", "",
-              "| setting | burst | first lost | on the wire | queue at first drop "
-              "| emulator max_qlen | drops (receiver / emulator) |",
-              "|---|---|---|---|---|---|---|"]
+              "A constant-rate flow at 1.25 x the link rate keeps the queue full; each packet's "
+              "one-way delay gives the packets waiting ahead of it, and the packet admitted "
+              "just before each loss tells the queue length at which that loss was refused "
+              "(median over all losses).", "",
+              "| setting | sent | lost (receiver / emulator) | queue at drops (median) "
+              "| max queue seen | emulator max_qlen |", "|---|---|---|---|---|---|"]
     for r in results:
         if r.queue:
             q = r.queue
-            lines.append(f"| {r.setting.label} | {q['burst']} | {q['first_lost']} | "
-                         f"{q['started']} | **{q['queue']}** (want {r.setting.limit}) | "
-                         f"{q['max_qlen']} | {q['lost']} / {q['emulator_drops']} |")
+            lines.append(f"| {r.setting.label} | {q['sent']} | {q['lost']} / "
+                         f"{q['emulator_drops']} | **{q['queue_at_drop']:g}** (want "
+                         f"{r.setting.limit}) | {q['max_queue']} | {q['max_qlen']} |")
     lines += ["", "## RED: drop fraction against average queue", "",
               "Open-loop overload at rate/(1-f) forces a drop fraction f; the average queue "
               "must settle where RED's curve (ns-2, gentle, wait_, count-spaced drops) gives "
@@ -412,7 +419,7 @@ def print_table(results: list[Result]) -> None:
     for r in results:
         s = r.setting
         loss = f"{r.loss['rate'] * 100:.2f}%" if r.loss else "-"
-        queue = (f"{r.queue['queue']}/{s.limit}" if r.queue else
+        queue = (f"{r.queue['queue_at_drop']:g}/{s.limit}" if r.queue else
                  " ".join(f"{p['avg_queue_owd']:.1f}~{p['curve_avg']:.1f}" for p in r.red))
         bad = [k for k, v in r.verdicts.items() if v is False]
         t.add_row(s.label, f"{r.rtt_expected:.2f}", f"{r.rtt['median']:.2f}",

@@ -171,7 +171,6 @@ def run(
     from mcclab.experiment.loader import resolve
     from mcclab.experiment.runner import RunOptions, execute
     from mcclab.lab import PreflightError
-    from mcclab.model.units import format_rate
 
     try:
         resolved = resolve(experiment, profile, set_)
@@ -190,13 +189,13 @@ def run(
             bar.update(tasks[step], completed=done, total=total)
 
         def live(now: float, duration: float, rates: dict[str, float]) -> None:
-            text = "  ".join(f"{flow} {format_rate(rate)}" for flow, rate in sorted(rates.items()))
+            text = "  ".join(f"{flow} {rate / 1e6:.2f}M" for flow, rate in sorted(rates.items()))
             if "running" in tasks:
                 bar.update(tasks["running"], description=f"running {text}"[:60])
 
         try:
             run_dir = execute(resolved, RunOptions(results=results.resolve(), progress=progress,
-                                                   live=live))
+                                                   live=live, announce=console.print))
         except PreflightError as exc:
             err.print(f"[red]{exc}[/red]", highlight=False)
             raise typer.Exit(1) from None

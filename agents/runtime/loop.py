@@ -118,8 +118,18 @@ class EventLoop:
             pass
 
     def run(self, until: float | None = None) -> None:
-        """Dispatch timers and readable sockets until :meth:`stop` or time ``until``."""
-        self._stopping = False
+        """Dispatch timers and readable sockets until :meth:`stop` or time ``until``.
+
+        A stop requested before ``run`` (a signal between start-up and here) is
+        honoured: the flag is cleared only once ``run`` has returned.
+        """
+        try:
+            self._run(until)
+        finally:
+            self._stopping = False
+
+    def _run(self, until: float | None) -> None:
+        """The dispatch loop of :meth:`run`."""
         while not self._stopping:
             now = self._clock()
             if until is not None and now >= until:

@@ -64,7 +64,8 @@ def on_off_periods(flow: OnOffFlow, seed: int, end: float) -> list[tuple[float, 
 
     stop = min(end, flow.stop) if flow.stop is not None else end
     t, out = flow.start, []
-    on = rng.random() < flow.on_period.mean / (flow.on_period.mean + flow.off_period.mean)  # stationary start
+    # Start in the stationary state: on with probability mean_on / (mean_on + mean_off).
+    on = rng.random() < flow.on_period.mean / (flow.on_period.mean + flow.off_period.mean)
     while t < stop:
         length = draw(flow.on_period if on else flow.off_period)
         if on:

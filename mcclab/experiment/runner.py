@@ -8,6 +8,7 @@ overwrite each other (each gets a fresh, exclusively created folder).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -25,12 +26,13 @@ from typing import Any
 
 import yaml
 
+from mcclab.commands import Cmd
 from mcclab.experiment import tables
 from mcclab.experiment.launch import Launch, LaunchPlan, plan_launches
 from mcclab.experiment.loader import REPO, Resolved
 from mcclab.experiment.spec import MulticastFlow
-from mcclab.commands import Cmd
 from mcclab.lab import Lab, LabOptions
+from mcclab.monitoring import Monitoring, start_monitoring
 from mcclab.net.node_config import netns_name
 from mcclab.probes.reach import wait_for
 from mcclab.processes import spawn
@@ -54,6 +56,7 @@ class RunOptions:
     results: Path = RESULTS
     progress: Callable[[str, int, int], None] = lambda *a: None
     live: Callable[[float, float, dict[str, float]], None] = lambda *a: None
+    announce: Callable[[str], None] = lambda text: None
     readiness_timeout: float = 60.0
 
 
@@ -136,25 +139,32 @@ def _run_record(res: Resolved, st: RunState) -> dict[str, Any]:
     }
 
 
+def _tail(path: str, size: int = 4096) -> str:
+    """The end of a growing log file ('' if it does not exist yet)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - size))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _live_rates(launches: list[Launch]) -> dict[str, float]:
     """Latest per-flow received rate (bit/s) from receiver logs, for the progress line."""
     rates: dict[str, float] = {}
     for launch in launches:
+        if launch.role == "server":
+            rate = tables.last_interval_rate(_tail(launch.log))
+            if rate is not None:
+                rates[launch.flow] = rate
+            continue
         if launch.role != "receiver":
             continue
-        try:
-            with open(launch.log, "rb") as fh:
-                fh.seek(max(0, os.path.getsize(launch.log) - 4096))
-                lines = fh.read().decode(errors="replace").splitlines()
-        except OSError:
-            continue
-        for line in reversed(lines):
+        for line in reversed(_tail(launch.log).splitlines()):
             if '"stats"' in line:
-                try:
+                with contextlib.suppress(ValueError):
                     rates[launch.flow] = rates.get(launch.flow, 0.0) + json.loads(line).get(
                         "throughput_bps", 0.0)
-                except ValueError:
-                    pass
                 break
     return rates
 
@@ -213,12 +223,16 @@ def execute(res: Resolved, options: RunOptions) -> Path:
                                        readiness_timeout=options.readiness_timeout,
                                        progress=options.progress))
     launch_plan: LaunchPlan | None = None
+    monitoring: Monitoring | None = None
     try:
         lab.up()
         _write_json(run_dir / "env.json", environment(lab))
         launch_plan = plan_launches(exp, lab.plan, run_dir)
         for path, content in launch_plan.files.items():
             Path(path).write_text(content)
+        monitoring = start_monitoring(lab, run_dir, exp, launch_plan)
+        if monitoring.url:
+            options.announce(f"live dashboards: {monitoring.url}")
         _timeline(lab, exp.duration, launch_plan, st, options)
         st.status = "complete"
     except Interrupted as exc:
@@ -231,6 +245,8 @@ def execute(res: Resolved, options: RunOptions) -> Path:
         for s in old:
             signal.signal(s, signal.SIG_IGN)
         try:
+            if monitoring is not None:
+                monitoring.stop(run_dir)
             _finish(lab, res, st, launch_plan)
         finally:
             for s, handler in old.items():

@@ -116,6 +116,15 @@ def iperf_series(log: Path, flow: str, kind: str, node: str, test_starts: list[f
     return series
 
 
+def last_interval_rate(text: str) -> float | None:
+    """The bit rate of the last per-second interval in an iperf3 report (for live views)."""
+    for line in reversed(text.splitlines()):
+        m = _INTERVAL.match(line)
+        if m:
+            return float(m["rate"]) * _UNIT[m["ru"]]
+    return None
+
+
 def per_second(series: list[Series], t0: float, seconds: int) -> pd.DataFrame:
     """One row per (second, flow, node): throughput over [k-1, k) of experiment time."""
     rows = []

@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import re
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -301,28 +302,8 @@ def probe(lab: Lab, src: str, dst: str, count: int, size: int = 1000, pps: float
     return Probe(count, data["seq"], data["sent_ns"], data["recv_ns"])
 
 
-def queue_at_first_drop(p: Probe) -> dict[str, float]:
-    """From a back-to-back burst: how many packets waited when the first one was dropped.
-
-    Packet i started its transmission at recv_i - owd_0 (packet 0 found the
-    link idle), so the queue when packet j (the first lost one) arrived is
-    the packets admitted before it minus those already on the wire.
-    """
-    got = dict(zip(p.seq, zip(p.sent_ns, p.recv_ns, strict=True), strict=True))
-    first_lost = next((i for i in range(p.count) if i not in got), None)
-    if first_lost is None or 0 not in got:
-        return {"first_lost": math.nan, "started": math.nan, "queue": math.nan}
-    base = got[0][1] - got[0][0]
-    # The first lost packet's own send time is not known at the receiver:
-    # take the next received packet's, as the burst is sent back-to-back.
-    after = next((got[i][0] for i in range(first_lost + 1, p.count) if i in got),
-                 got[first_lost - 1][0])
-    started = sum(1 for i in range(first_lost) if got[i][1] - base <= after)
-    return {"first_lost": first_lost, "started": started, "queue": first_lost - started}
-
-
-def queue_from_owd(p: Probe, rate_bps: float, size: int, skip: float) -> dict[str, float]:
-    """Mean number of packets waiting ahead of each arrival, from one-way delays.
+def _waiting_ahead(p: Probe, rate_bps: float, size: int) -> dict[int, int]:
+    """Per received datagram: how many packets were waiting ahead of it, from its delay.
 
     A packet that waited W behind k queued packets and the residual of the one
     in service has W = residual + k * T (T = size*8/rate), so k = ceil(W/T) - 1.
@@ -331,9 +312,41 @@ def queue_from_owd(p: Probe, rate_bps: float, size: int, skip: float) -> dict[st
     t = size * 8 / rate_bps * 1e9
     owd = [r - s for r, s in zip(p.recv_ns, p.sent_ns, strict=True)]
     base = min(owd)
+    return {seq: max(0, math.ceil((o - base) / t - 1e-6) - 1)
+            for seq, o in zip(p.seq, owd, strict=True)}
+
+
+def queue_at_drops(p: Probe, rate_bps: float, size: int, skip: float,
+                   pps: float) -> dict[str, float]:
+    """The queue length at which arrivals are dropped, from an overloading constant-rate flow.
+
+    Once the queue is full, every admitted packet finds the queue one short of
+    full, and the arrival after it (before the next departure) is dropped. So
+    the packet admitted just before each loss saw k waiting ahead and left the
+    queue at k + 1, the length at which the lost one was refused. The median
+    over every loss is robust to the odd delay sample off by one.
+    """
+    first = math.ceil(skip * pps)
+    ahead = _waiting_ahead(p, rate_bps, size)
+    got = sorted(s for s in ahead if s >= first)
+    lost = sorted(set(range(first, p.count)) - set(got))
+    at_drop = []
+    for seq in lost:
+        prev = seq - 1
+        while prev >= first and prev not in ahead:
+            prev -= 1
+        if prev >= first:
+            at_drop.append(ahead[prev] + 1)
+    return {"drops": len(lost), "samples": len(got),
+            "queue_at_drop": statistics.median(at_drop) if at_drop else math.nan,
+            "max_queue": max((ahead[s] + 1 for s in got), default=math.nan)}
+
+
+def queue_from_owd(p: Probe, rate_bps: float, size: int, skip: float) -> dict[str, float]:
+    """Mean number of packets waiting ahead of each arrival sent after ``skip`` seconds."""
+    ahead = _waiting_ahead(p, rate_bps, size)
     start = p.sent_ns[0] + skip * 1e9
-    ks = [max(0, math.ceil((o - base) / t - 1e-6) - 1)
-          for o, s in zip(owd, p.sent_ns, strict=True) if s >= start]
+    ks = [ahead[seq] for seq, s in zip(p.seq, p.sent_ns, strict=True) if s >= start]
     return {"mean": sum(ks) / len(ks) if ks else math.nan, "samples": len(ks)}
 
 

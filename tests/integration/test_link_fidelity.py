@@ -122,12 +122,14 @@ def test_loss_inside_the_99_percent_interval(lab):
 def test_droptail_drops_begin_at_the_queue_limit(lab):
     use(lab, rate="10Mbit", delay="5ms", queue={"limit": "20pkt"})
     before = forward(lab)
-    burst = fx.probe(lab, "s", "d", count=60, size=1000, idle=0.5)
-    q = fx.queue_at_first_drop(burst)
+    size, pps = 1000, 1.25 * 10e6 / (1000 * 8)  # overload by 25%: the queue stays full
+    flow = fx.probe(lab, "s", "d", count=int(pps * 3), size=size, pps=pps, idle=0.5)
+    q = fx.queue_at_drops(flow, 10e6, size, skip=1.0, pps=pps)
     after = forward(lab)
-    assert abs(q["queue"] - 20) <= 1, q
+    assert q["drops"] > 100
+    assert abs(q["queue_at_drop"] - 20) <= 1, q
     assert after.max_qlen == 20
-    assert after.drops_queue - before.drops_queue == burst.lost
+    assert after.drops_queue - before.drops_queue == flow.lost
 
 
 def test_red_drop_probability_follows_its_curve(lab):

@@ -1,0 +1,149 @@
+"""Prometheus for a run: configuration and targets as data, the command line, the HTTP API.
+
+One scrape configuration serves both ways of running Prometheus:
+
+* **per run** (the default): the runner starts ``/usr/bin/prometheus`` in the
+  root namespace, in its own process group, tracked in the lab state, listening
+  on 127.0.0.1 only, with its configuration and TSDB in the lab's directory;
+* **the machine's service** (the VM, provisioned by ``ansible/roles/grafana``):
+  when ``/etc/mcclab/prometheus.json`` names a Prometheus that answers, the
+  runner only drops the run's target file into the service's ``file_sd``
+  directory (one sub-directory per lab, recorded in the lab state so that
+  ``mcclab clean`` removes it).
+
+Either way the targets come from file service discovery (``file_sd``), one
+group per endpoint, whose labels (run, experiment, node, flow, protocol, role,
+component) become target labels. ``honor_labels`` keeps the agents' and
+exporter's own node/flow/protocol labels, and metric relabelling fills
+``flow``/``protocol``/``node`` with ``none`` where a series has none, so every
+stored series carries the five common labels.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcclab.monitoring import metric_names as mn
+
+PROMETHEUS_BIN = "/usr/bin/prometheus"
+SERVICE_MARKER = Path("/etc/mcclab/prometheus.json")
+SCRAPE_INTERVAL = "1s"
+RUN_RETENTION = "2d"  # a per-run TSDB lives in the lab directory; this only bounds it
+DEFAULT_PORT = 9090
+TARGETS_FILE = "targets.json"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One scrape endpoint and its target labels."""
+
+    address: str  # host:port
+    labels: dict[str, str]
+
+
+def scrape_config(targets_glob: str, interval: str = SCRAPE_INTERVAL) -> dict[str, Any]:
+    """prometheus.yml as data: one job reading every target file matching ``targets_glob``.
+
+    ``ansible/roles/grafana/templates/prometheus.yml.j2`` renders the same
+    structure for the VM's service (a unit test compares the two).
+    """
+    fill = [{"source_labels": [label], "regex": "", "target_label": label,
+             "replacement": mn.NO_FLOW if label != "node" else mn.ROOT_NODE}
+            for label in ("node", "flow", "protocol")]
+    return {
+        "global": {"scrape_interval": interval, "scrape_timeout": interval,
+                   "evaluation_interval": interval},
+        "scrape_configs": [{
+            "job_name": mn.JOB,
+            "honor_labels": True,
+            "file_sd_configs": [{"files": [targets_glob], "refresh_interval": "5s"}],
+            "metric_relabel_configs": fill,
+        }],
+    }
+
+
+def targets_document(targets: list[Target]) -> list[dict[str, Any]]:
+    """The file_sd JSON document for a list of targets."""
+    return [{"targets": [t.address], "labels": dict(sorted(t.labels.items()))} for t in targets]
+
+
+def argv(config: Path, data: Path, listen: str, retention: str = RUN_RETENTION,
+         binary: str = PROMETHEUS_BIN) -> list[str]:
+    """A per-run Prometheus: loopback only, its own TSDB, a bounded retention."""
+    return [binary, f"--config.file={config}", f"--storage.tsdb.path={data}",
+            f"--storage.tsdb.retention.time={retention}", f"--web.listen-address={listen}",
+            "--log.level=warn"]
+
+
+def free_port(host: str, preferred: int) -> int:
+    """``preferred`` if nothing listens there on ``host``, else a free port the kernel picks."""
+    for port in (preferred, 0):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise OSError(f"no free port on {host}")
+
+
+@dataclass(frozen=True)
+class Service:
+    """A Prometheus that runs as a service of this machine (the VM's)."""
+
+    url: str
+    targets_dir: Path
+
+
+def find_service(marker: Path = SERVICE_MARKER, timeout: float = 1.0) -> Service | None:
+    """The machine's Prometheus service, if it is provisioned and ready now."""
+    try:
+        data = json.loads(marker.read_text())
+        service = Service(data["url"].rstrip("/"), Path(data["targets_dir"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return service if ready(service.url, timeout) else None
+
+
+def ready(url: str, timeout: float = 1.0) -> bool:
+    """True when Prometheus at ``url`` answers its readiness endpoint."""
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=timeout) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def api(url: str, path: str, params: dict[str, str] | list[tuple[str, str]],
+        timeout: float = 30.0) -> Any:
+    """GET an HTTP API endpoint (``/api/v1/...``) and return its ``data``."""
+    query = urllib.parse.urlencode(params)
+    with urllib.request.urlopen(f"{url}{path}?{query}", timeout=timeout) as resp:
+        body = json.loads(resp.read())
+    if body.get("status") != "success":
+        raise RuntimeError(f"Prometheus {path}: {body.get('error', body)}")
+    return body["data"]
+
+
+def query_range(url: str, expr: str, start: float, end: float, step: float = 1.0) -> list[dict]:
+    """A range query's result (a list of series with ``metric`` and ``values``)."""
+    data = api(url, "/api/v1/query_range", {"query": expr, "start": f"{start:.3f}",
+                                             "end": f"{end:.3f}", "step": f"{step:g}"})
+    return data["result"]
+
+
+def raw_samples(url: str, selector: str, start: float, end: float) -> list[dict]:
+    """Every raw sample of the series matching ``selector`` in [start, end].
+
+    A range-vector selector evaluated at ``end`` returns the stored samples
+    themselves (not a resampled grid), so an export is exact.
+    """
+    seconds = max(1, int(end - start + 1.999))
+    data = api(url, "/api/v1/query", {"query": f"{selector}[{seconds}s]", "time": f"{end:.3f}"})
+    return data["result"]

@@ -1,0 +1,161 @@
+"""Prometheus configuration and targets as data, the export of a run's series, the links."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import yaml
+
+from mcclab.experiment.launch import plan_launches
+from mcclab.experiment.loader import resolve
+from mcclab.model.addressing import plan_addresses
+from mcclab.monitoring import (
+    Monitoring,
+    _flow_protocols,
+    _iperf_sources,
+    export,
+    grafana,
+    guard_cmds,
+    targets_for,
+)
+from mcclab.monitoring import metric_names as mn
+from mcclab.monitoring import prometheus as prom
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _default_run():
+    res = resolve("default")
+    plan = plan_addresses(res.topology)
+    return res, plan, plan_launches(res.experiment, plan, Path("/tmp/run"), python="py")
+
+
+def test_targets_name_every_agent_endpoint_and_the_exporter_with_all_labels():
+    res, plan, lp = _default_run()
+    protocols = _flow_protocols(res.experiment)
+    assert protocols == {"cbr": "cbr", "tcp": "tcp"}
+    gw = f"{plan.control_gateway.ip}:9463"
+    targets = targets_for("r1", "default", lp, protocols, gw)
+    assert targets[0].address == gw and targets[0].labels["component"] == "exporter"
+    agents = {(t.labels["role"], t.labels["node"]): t for t in targets[1:]}
+    assert set(agents) == {("sender", "s1"), ("receiver", "d1")}
+    for t in targets:
+        assert set(mn.COMMON_LABELS) <= set(t.labels)
+        assert t.labels["run"] == "r1" and t.labels["experiment"] == "default"
+    d1 = agents[("receiver", "d1")]
+    assert d1.address == f"{plan.control['d1'].ip}:9464"
+    assert d1.labels["flow"] == "cbr" and d1.labels["protocol"] == "cbr"
+    doc = prom.targets_document(targets)
+    assert doc[2] == {"targets": [d1.address], "labels": dict(sorted(d1.labels.items()))}
+
+
+def test_iperf_servers_are_exporter_sources():
+    res, _, lp = _default_run()
+    (src,) = _iperf_sources(lp, _flow_protocols(res.experiment))
+    assert (src.flow, src.node, src.protocol) == ("tcp", "d2", "tcp")
+    assert src.log.endswith("tcp-server-d2.txt")
+
+
+def test_scrape_config_one_second_file_sd_and_labels_filled():
+    cfg = prom.scrape_config("/x/*/targets.json")
+    assert cfg["global"]["scrape_interval"] == "1s"
+    (job,) = cfg["scrape_configs"]
+    assert job["job_name"] == mn.JOB and job["honor_labels"] is True
+    assert job["file_sd_configs"] == [{"files": ["/x/*/targets.json"], "refresh_interval": "5s"}]
+    filled = {r["target_label"]: r["replacement"] for r in job["metric_relabel_configs"]}
+    assert filled == {"node": "root", "flow": "none", "protocol": "none"}
+
+
+def test_prometheus_argv_listens_on_loopback_with_retention(tmp_path):
+    argv = prom.argv(tmp_path / "p.yml", tmp_path / "data", "127.0.0.1:9090")
+    assert argv[0] == "/usr/bin/prometheus"
+    assert "--web.listen-address=127.0.0.1:9090" in argv
+    assert any(a.startswith("--storage.tsdb.retention.time=") for a in argv)
+
+
+def test_free_port_avoids_a_taken_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        assert prom.free_port("127.0.0.1", taken) != taken
+
+
+def test_service_is_used_only_when_provisioned_and_ready(tmp_path):
+    assert prom.find_service(tmp_path / "absent.json") is None
+    marker = tmp_path / "prometheus.json"
+    marker.write_text(json.dumps({"url": "http://127.0.0.1:9", "targets_dir": "/t"}))
+    assert prom.find_service(marker, timeout=0.2) is None  # nothing answers on port 9
+
+
+def test_guard_sets_strict_rp_filter_on_root_bridges():
+    cmds = guard_cmds(["mclctl", "mclb-lan1"])
+    assert [c.argv for c in cmds] == [
+        ("sysctl", "-q", "-w", "net.ipv4.conf.mclctl.rp_filter=1"),
+        ("sysctl", "-q", "-w", "net.ipv4.conf.mclb-lan1.rp_filter=1")]
+    assert all(c.netns is None for c in cmds)
+
+
+def test_export_round_trip_and_openmetrics(tmp_path):
+    result = [
+        {"metric": {"__name__": "mcc_link_bytes_total", "run": "r", "link": "0"},
+         "values": [[100.0, "10"], [101.0, "20"]]},
+        {"metric": {"__name__": "up", "run": "r", "node": "d1"}, "values": [[100.5, "1"]]},
+    ]
+    rows = export.rows_from_result(result)
+    path = tmp_path / export.METRICS_CSV
+    assert export.write_csv(rows, path) == 3
+    header = path.read_text().splitlines()[0]
+    assert header == "time,metric,link,node,run,value"
+    back = export.read_csv(path)
+    assert back[0] == {"time": "100.000", "metric": "mcc_link_bytes_total", "link": "0",
+                       "run": "r", "value": "10"}
+    text = export.to_openmetrics(back)
+    assert text.splitlines() == [
+        'mcc_link_bytes_total{link="0",run="r"} 10.0 100.000',
+        'mcc_link_bytes_total{link="0",run="r"} 20.0 101.000',
+        'up{node="d1",run="r"} 1.0 100.500',
+        "# EOF"]
+
+
+def test_dashboard_url_has_run_and_time_range():
+    url = grafana.dashboard_url("http://127.0.0.1:3000", "20261121-1-ab", 1000.0, 1060.5)
+    assert url.startswith("http://127.0.0.1:3000/d/mcclab-overview/")
+    assert "var-run=20261121-1-ab" in url and "from=1000000" in url and "to=1061499" in url
+    assert "refresh=5s" in url
+    assert "to=now" in grafana.dashboard_url("http://g", "r", 1.0, None)
+
+
+def test_grafana_marker(tmp_path):
+    assert grafana.grafana_base(tmp_path / "none.json") is None
+    (tmp_path / "g.json").write_text('{"url": "http://127.0.0.1:3000/"}')
+    assert grafana.grafana_base(tmp_path / "g.json") == "http://127.0.0.1:3000"
+
+
+def test_announcement_says_what_there_is():
+    assert Monitoring().announcement.startswith("live monitoring unavailable")
+    m = Monitoring(url="http://127.0.0.1:9090/graph?x", prometheus_url="http://127.0.0.1:9090")
+    assert "no Grafana" in m.announcement
+    m.grafana_base = "http://127.0.0.1:3000"
+    assert m.announcement.startswith("live dashboards: ")
+
+
+def test_stop_without_prometheus_never_raises(tmp_path):
+    m = Monitoring(run="r", prometheus_url="http://127.0.0.1:9", started=0.0)
+    m.stop(tmp_path)  # nothing answers: the failure is noted, not raised
+    record = json.loads((tmp_path / "logs" / "monitoring.json").read_text())
+    assert any("export" in n for n in record["notes"])
+
+
+def test_the_vm_service_scrapes_exactly_like_a_per_run_prometheus():
+    import jinja2
+
+    role = REPO / "ansible" / "roles" / "grafana"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    text = env.from_string((role / "templates" / "prometheus.yml.j2").read_text()).render(
+        ansible_managed="managed", **defaults)
+    targets = defaults["mcclab_prometheus_targets_dir"] + "/*/" + prom.TARGETS_FILE
+    assert yaml.safe_load(text) == prom.scrape_config(targets)
