@@ -20,7 +20,7 @@ app = typer.Typer(help="Multicast congestion-control lab.", no_args_is_help=True
 topo_app = typer.Typer(help="Inspect and validate topology files.", no_args_is_help=True)
 app.add_typer(topo_app, name="topo")
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # never break a file:field message
 
 
 def _load(path: Path):  # noqa: ANN202
@@ -113,6 +113,19 @@ def _progress_bar() -> Progress:
                     TimeElapsedColumn(), console=err, transient=False)
 
 
+class _StepProgress:
+    """A progress callback that gives each named step its own bar."""
+
+    def __init__(self, bar: Progress):
+        self.bar = bar
+        self.tasks: dict[str, int] = {}
+
+    def __call__(self, step: str, done: int, total: int) -> None:
+        if step not in self.tasks:
+            self.tasks[step] = self.bar.add_task(step, total=total)
+        self.bar.update(self.tasks[step], completed=done, total=total)
+
+
 @app.command()
 def up(
     file: Path,
@@ -125,12 +138,7 @@ def up(
 
     topo = _load(file)
     with _progress_bar() as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(step: str, done: int, total: int) -> None:
-            if step not in tasks:
-                tasks[step] = bar.add_task(step, total=total)
-            bar.update(tasks[step], completed=done, total=total)
+        progress = _StepProgress(bar)
 
         lab = Lab(topo, LabOptions(readiness_timeout=timeout, progress=progress))
         try:
@@ -181,17 +189,12 @@ def run(
     console.print(f"[bold]{exp.name}[/bold] ({profile} profile): {exp.description}",
                   highlight=False)
     with _progress_bar() as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(step: str, done: int, total: int) -> None:
-            if step not in tasks:
-                tasks[step] = bar.add_task(step, total=total)
-            bar.update(tasks[step], completed=done, total=total)
+        progress = _StepProgress(bar)
 
         def live(now: float, duration: float, rates: dict[str, float]) -> None:
             text = "  ".join(f"{flow} {rate / 1e6:.2f}M" for flow, rate in sorted(rates.items()))
-            if "running" in tasks:
-                bar.update(tasks["running"], description=f"running {text}"[:60])
+            if "running" in progress.tasks:
+                bar.update(progress.tasks["running"], description=f"running {text}"[:60])
 
         try:
             run_dir = execute(resolved, RunOptions(results=results.resolve(), progress=progress,
@@ -247,12 +250,7 @@ def check(
     joiners = {h: [Flow(ASM_GROUP, ssm=False), Flow(SSM_GROUP, ssm=True)]
                for h in others[::2]}
     with _progress_bar() as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(step: str, done: int, total: int) -> None:
-            if step not in tasks:
-                tasks[step] = bar.add_task(step, total=total)
-            bar.update(tasks[step], completed=done, total=total)
+        progress = _StepProgress(bar)
 
         lab = Lab(topo, LabOptions(readiness_timeout=timeout, progress=progress))
         try:

@@ -18,9 +18,6 @@ from mcclab.routing.common import (
     RouterIface,
     RouterSpec,
     StaticMroute,
-    host_sysctls,
-    router_sysctls,
-    sysctl_argv,
 )
 
 BACKENDS = ("frr", "pimd", "smcroute")
@@ -49,6 +46,5 @@ def plan_router(backend: str, spec: RouterSpec, routes: Iterable[StaticMroute] =
 
 __all__ = [
     "BACKENDS", "BINARIES", "DaemonPlan", "DirSpec", "IgmpTimers", "ReadinessCheck",
-    "RouterIface", "RouterSpec", "StaticMroute", "host_sysctls", "plan_router",
-    "router_sysctls", "sysctl_argv",
+    "RouterIface", "RouterSpec", "StaticMroute", "plan_router",
 ]

@@ -19,9 +19,6 @@ from dataclasses import dataclass, field
 ALL_MULTICAST = "224.0.0.0/4"
 DEFAULT_SSM_RANGE = "232.0.0.0/8"
 
-# A router with many interfaces joins several link-local groups per
-# interface on one socket (pimd: 3 per vif); the default of 20 runs out at 7.
-ROUTER_IGMP_MAX_MEMBERSHIPS = 1024
 
 
 @dataclass(frozen=True)
@@ -187,42 +184,3 @@ class DaemonPlan:
 def join(*parts: str) -> str:
     """Join path parts with single slashes (pure; no os.path normalisation surprises)."""
     return "/".join(p.strip("/") if i else p.rstrip("/") for i, p in enumerate(parts))
-
-
-def router_sysctls(ifaces: tuple[RouterIface, ...] | list[RouterIface]) -> dict[str, str]:
-    """Sysctls every multicast router needs, whatever the backend.
-
-    New namespaces inherit rp_filter from the root namespace (often 1 or 2
-    on distributions); with it on, the kernel drops multicast whose source
-    is not routed back through the arrival interface, and PIM registers and
-    asymmetric paths break. ``mc_forwarding`` is read-only: the kernel sets
-    it when the daemon opens the multicast routing socket (MRT_INIT).
-    """
-    out = {
-        "net.ipv4.ip_forward": "1",
-        "net.ipv4.conf.all.rp_filter": "0",
-        "net.ipv4.conf.default.rp_filter": "0",
-        "net.ipv4.igmp_max_memberships": str(ROUTER_IGMP_MAX_MEMBERSHIPS),
-    }
-    for iface in ifaces:
-        out[f"net.ipv4.conf.{iface.name}.rp_filter"] = "0"
-    return out
-
-
-def host_sysctls(ifaces: list[str] | tuple[str, ...], igmp_version: int = 3,
-                 max_memberships: int = 1024) -> dict[str, str]:
-    """Sysctls for end hosts: enough memberships per socket, and a pinned IGMP version.
-
-    Pinning the version stops a host from falling back to IGMPv2 (which has
-    no source lists, so SSM joins silently become ASM joins) after it hears
-    an older querier.
-    """
-    out = {"net.ipv4.igmp_max_memberships": str(max_memberships)}
-    for name in ifaces:
-        out[f"net.ipv4.conf.{name}.force_igmp_version"] = str(igmp_version)
-    return out
-
-
-def sysctl_argv(settings: Mapping[str, str]) -> tuple[str, ...]:
-    """One ``sysctl -w`` argv for a mapping; run it inside the node's netns."""
-    return ("sysctl", "-q", "-w", *(f"{k}={v}" for k, v in settings.items()))

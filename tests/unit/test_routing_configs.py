@@ -11,9 +11,6 @@ from mcclab.routing.common import (
     RouterIface,
     RouterSpec,
     StaticMroute,
-    host_sysctls,
-    router_sysctls,
-    sysctl_argv,
 )
 
 RUN = "/run/mcclab/lab1/nodes/r2"
@@ -463,17 +460,3 @@ def test_plan_router_dispatch():
         plan_router("frr", spec(), ROUTES)
     with pytest.raises(ValueError):
         plan_router("mrouted", spec())
-
-
-# ---------------------------------------------------------------- sysctls
-
-def test_router_and_host_sysctls():
-    s = router_sysctls(spec().ifaces)
-    assert s["net.ipv4.ip_forward"] == "1"
-    for key in ("all", "default", "eth-r1", "eth-r3", "eth-h2"):
-        assert s[f"net.ipv4.conf.{key}.rp_filter"] == "0"
-    assert not any("mc_forwarding" in k for k in s)  # read-only, set by MRT_INIT
-    h = host_sysctls(["eth0"])
-    assert h["net.ipv4.conf.eth0.force_igmp_version"] == "3"
-    argv = sysctl_argv({"a.b": "1", "c.d": "2"})
-    assert argv == ("sysctl", "-q", "-w", "a.b=1", "c.d=2")
