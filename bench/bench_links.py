@@ -13,10 +13,11 @@ The full grid (5 rates x 4 delays x 3 losses x 3 queues x 2 disciplines =
 a base point (10 Mbit/s, 10 ms, no loss, 40-packet drop-tail) plus corner
 combinations, covering every level of every factor at least once.
 
-Per setting: RTT over 200 pings (median, p99), rate with iperf3 UDP and TCP,
-loss with its 99% Wilson interval, the queue length at which drop-tail drops
-happen (overload, receiver timestamps), and RED's drop fraction
-against the average queue (open-loop overloads that force known drop
+Per setting: rate with iperf3 UDP and TCP; RTT over 200 pings (median, p99;
+ICMP echoes with kernel receive timestamps, as ping(8) rounds to 1 ms above
+100 ms); loss with its 99% Wilson interval; the queue length at which
+drop-tail drops happen (overload, receiver timestamps); and RED's drop
+fraction against the average queue (open-loop overloads that force known drop
 fractions). Then a 60 s TCP Reno run and the packet rate one emulator
 sustains. The report goes to docs/bench-links-<backend>.md, raw numbers to
 results/.
@@ -165,9 +166,6 @@ def measure(lab: Lab, s: Setting, quick: bool, step: Callable[[str], None]) -> R
     """Run every measurement that applies to ``s``."""
     r = Result(s)
     secs = 3.0 if quick else 5.0
-    step("ping")
-    r.rtt = fx.rtt_summary(fx.ping(lab, "s", "d", count=200, interval=0.01))
-    r.rtt_expected = expected_rtt_ms(s)
     step("UDP rate")
     size = 1428 if s.rate >= 1e6 else 500  # keep the count of packets per interval up
     r.udp_bps = fx.udp_rate(lab, "s", "d", 1.1 * s.rate, seconds=secs + 1, size=size).ip_bps
@@ -176,6 +174,10 @@ def measure(lab: Lab, s: Setting, quick: bool, step: Callable[[str], None]) -> R
     r.tcp_applicable = s.loss == 0 and s.limit >= 0.5 * s.bdp_pkts
     tcp_secs = (8.0 if quick else 12.0) + 4 * s.delay * 10
     r.tcp_bps = fx.tcp_rate(lab, "s", "d", seconds=tcp_secs, skip=2.0 + 20 * s.delay).ip_bps
+    # Pings after the rate tests: the emulators are warm and the queue has drained.
+    step("200 pings")
+    r.rtt = fx.rtt_summary(fx.icmp_rtts(lab, "s", "d", count=200, interval=0.01))
+    r.rtt_expected = expected_rtt_ms(s)
     if s.loss:
         step("loss")
         got = fx.udp_loss(lab, "s", "d", offered_bps=0.5 * s.rate,
@@ -212,7 +214,10 @@ def red_point(lab: Lab, s: Setting, target: float, quick: bool) -> dict:
     mu = s.rate / (size * 8)
     admitted = mu / (1 - target)  # arrival rate at the queue that forces the target fraction
     pps = admitted / (1 - s.loss)
-    warm, run = 3.0, (6.0 if quick else 9.0)
+    # The average needs a few EWMA time constants (1 / (weight x arrivals/s)) to settle:
+    # 0.4 s at 10 Mbit/s, 4 s at 1 Mbit/s with 1000-byte packets.
+    tau = 1 / (red.weight * admitted)
+    warm, run = max(3.0, 5 * tau), max(6.0 if quick else 9.0, 4 * tau)
     samples: list[float] = []
     stop = threading.Event()
 
@@ -368,13 +373,13 @@ def report(results: list[Result], reno: dict | None, pps: list[dict], meta: dict
               "just before each loss tells the queue length at which that loss was refused "
               "(median over all losses).", "",
               "| setting | sent | lost (receiver / emulator) | queue at drops (median) "
-              "| max queue seen | emulator max_qlen |", "|---|---|---|---|---|---|"]
+              "| emulator max_qlen |", "|---|---|---|---|---|"]
     for r in results:
         if r.queue:
             q = r.queue
             lines.append(f"| {r.setting.label} | {q['sent']} | {q['lost']} / "
                          f"{q['emulator_drops']} | **{q['queue_at_drop']:g}** (want "
-                         f"{r.setting.limit}) | {q['max_queue']} | {q['max_qlen']} |")
+                         f"{r.setting.limit}) | {q['max_qlen']} |")
     lines += ["", "## RED: drop fraction against average queue", "",
               "Open-loop overload at rate/(1-f) forces a drop fraction f; the average queue "
               "must settle where RED's curve (ns-2, gentle, wait_, count-spaced drops) gives "
@@ -438,7 +443,7 @@ def up_when_free(topo: Topology, features: object, wait: float) -> Lab:
         try:
             return Lab(topo, LabOptions(features=features)).up()  # type: ignore[arg-type]
         except PreflightError as exc:
-            if "another mcclab lab is up" not in str(exc) or time.monotonic() > deadline:
+            if "another mcclab lab" not in str(exc) or time.monotonic() > deadline:
                 raise
             console.print("another lab is up; waiting", style="yellow")
             time.sleep(10)

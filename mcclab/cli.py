@@ -132,40 +132,61 @@ def up(
     cli: bool = typer.Option(False, "--cli", help="open Mininet's CLI once the lab is ready"),
     hold: bool = typer.Option(True, help="keep the lab up until Ctrl-C (--no-hold: tear down)"),
     timeout: float = typer.Option(60.0, help="seconds to wait for routing readiness"),
+    wait: float = typer.Option(0.0, help="seconds to wait for another lab to finish"),
 ) -> None:
     """Bring a topology up with real multicast routers and report readiness."""
+    topo = _load(file)
+    with _sigterm_interrupts():
+        lab = _bring_up(topo, timeout, wait)
+        try:
+            # Ctrl-C or SIGTERM is how a held lab normally ends, whenever it comes.
+            with contextlib.suppress(KeyboardInterrupt):
+                assert lab.routers is not None
+                console.print(f"[green]ready[/green] lab {lab.state.lab_id}: "
+                              f"{len(topo.nodes)} nodes, routing {topo.routing.backend} "
+                              f"({lab.routers.ready_summary()}), link backend "
+                              f"{lab.link_backend}; state in {lab.run_dir}")
+                console.print("enter a node with: ip netns exec mcl-<node> bash",
+                              highlight=False)
+                sys.stdout.flush()
+                if cli:
+                    from mininet.cli import CLI
+
+                    CLI(lab.mininet)
+                elif hold:
+                    console.print("lab is up; press Ctrl-C to tear it down")
+                    threading.Event().wait()
+        finally:
+            lab.down()
+            console.print("lab torn down")
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():  # noqa: ANN202
+    """Treat SIGTERM like Ctrl-C from the very start, so teardown always runs."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _bring_up(topo, timeout: float, wait: float):  # noqa: ANN001, ANN202
+    """Bring a lab up with progress bars; exit 1 with the reasons if preflight refuses."""
     from mcclab.lab import Lab, LabOptions, PreflightError
 
-    topo = _load(file)
     with _progress_bar() as bar:
-        progress = _StepProgress(bar)
-
-        lab = Lab(topo, LabOptions(readiness_timeout=timeout, progress=progress))
+        lab = Lab(topo, LabOptions(readiness_timeout=timeout, progress=_StepProgress(bar),
+                                   lock_timeout=wait))
         try:
             lab.up()
         except PreflightError as exc:
             err.print(f"[red]{exc}[/red]", highlight=False)
             raise typer.Exit(1) from None
-    assert lab.routers is not None
-    console.print(f"[green]ready[/green] lab {lab.state.lab_id}: {len(topo.nodes)} nodes, "
-                  f"routing {topo.routing.backend} ({lab.routers.ready_summary()}), "
-                  f"link backend {lab.link_backend}; state in {lab.run_dir}")
-    console.print("enter a node with: ip netns exec mcl-<node> bash", highlight=False)
-    sys.stdout.flush()
-    try:
-        if cli:
-            from mininet.cli import CLI
-
-            CLI(lab.mininet)
-        elif hold:
-            stop = threading.Event()
-            signal.signal(signal.SIGTERM, lambda *_: stop.set())
-            console.print("lab is up; press Ctrl-C to tear it down")
-            with contextlib.suppress(KeyboardInterrupt):
-                stop.wait()
-    finally:
-        lab.down()
-        console.print("lab torn down")
+    return lab
 
 
 @app.command()
@@ -174,6 +195,7 @@ def run(
     profile: str = typer.Option("paper", help="quick or paper"),
     set_: list[str] = typer.Option([], "--set", help="override a key, e.g. duration=20s"),
     results: Path = typer.Option(Path("results"), help="where run folders go"),
+    wait: float = typer.Option(0.0, help="seconds to wait for another lab to finish"),
 ) -> None:
     """Run an experiment and write results/<experiment>/<run-id>/ with data, figures, report."""
     from mcclab.experiment.loader import resolve
@@ -198,7 +220,8 @@ def run(
 
         try:
             run_dir = execute(resolved, RunOptions(results=results.resolve(), progress=progress,
-                                                   live=live, announce=console.print))
+                                                   live=live, announce=console.print,
+                                                   lock_timeout=wait))
         except PreflightError as exc:
             err.print(f"[red]{exc}[/red]", highlight=False)
             raise typer.Exit(1) from None
@@ -233,6 +256,7 @@ def check(
     file: Path,
     sender: str = typer.Option("", help="sending host (default: 'src', else the first host)"),
     timeout: float = typer.Option(60.0, help="seconds to wait for routing readiness"),
+    wait: float = typer.Option(0.0, help="seconds to wait for another lab to finish"),
 ) -> None:
     """Bring a lab up and show that multicast reaches exactly the hosts that joined.
 
@@ -240,7 +264,6 @@ def check(
     the rest stay out. The table shows each host's join latency and the
     packets its interface carried in a 2 s window (counted by nftables).
     """
-    from mcclab.lab import Lab, LabOptions, PreflightError
     from mcclab.probes.reach import ASM_GROUP, SSM_GROUP, Flow, reach
 
     topo = _load(file)
@@ -249,22 +272,15 @@ def check(
     others = [h for h in hosts if h != source]
     joiners = {h: [Flow(ASM_GROUP, ssm=False), Flow(SSM_GROUP, ssm=True)]
                for h in others[::2]}
-    with _progress_bar() as bar:
-        progress = _StepProgress(bar)
-
-        lab = Lab(topo, LabOptions(readiness_timeout=timeout, progress=progress))
+    with _sigterm_interrupts():
+        lab = _bring_up(topo, timeout, wait)
         try:
-            lab.up()
-        except PreflightError as exc:
-            err.print(f"[red]{exc}[/red]", highlight=False)
-            raise typer.Exit(1) from None
-    try:
-        assert lab.routers is not None
-        console.print(f"ready: routing {topo.routing.backend} "
-                      f"({lab.routers.ready_summary()}), link backend {lab.link_backend}")
-        report = reach(lab, source, joiners, join_timeout=40.0)
-    finally:
-        lab.down()
+            assert lab.routers is not None
+            console.print(f"ready: routing {topo.routing.backend} "
+                          f"({lab.routers.ready_summary()}), link backend {lab.link_backend}")
+            report = reach(lab, source, joiners, join_timeout=40.0)
+        finally:
+            lab.down()
     expected = report.rate_pps * report.window_s
     table = Table("host", "group", "joined", "join latency", "packets in window", "verdict",
                   title=f"multicast from {source} at {report.rate_pps:g} pkt/s per group")

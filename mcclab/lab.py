@@ -7,6 +7,7 @@ path as crash cleanup, so the crash path is exercised on every normal run.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import json
 import os
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from mcclab.commands import Cmd
 from mcclab.execute import Runner
@@ -27,7 +29,17 @@ from mcclab.net import node_config
 from mcclab.net.mininet_backend import MininetBackend
 from mcclab.net.routers import RouterSet, required_binaries
 from mcclab.processes import spawn
-from mcclab.state import ROOT_IFACE_PREFIX, LabState, TrackedProcess, destroy, leftovers
+from mcclab.state import (
+    ROOT_IFACE_PREFIX,
+    STATE_ROOT,
+    LabState,
+    TrackedProcess,
+    all_states,
+    destroy,
+    leftovers,
+)
+
+LOCK_NAME = ".lab.lock"
 
 Progress = Callable[[str, int, int], None]
 
@@ -48,6 +60,7 @@ class LabOptions:
     readiness_timeout: float = 60.0
     progress: Progress = _no_progress
     features: KernelFeatures | None = None  # probe once and pass in to save time
+    lock_timeout: float = 0.0  # seconds to wait for another lab on this machine to finish
     extra_checks: list[str] = field(default_factory=list)
 
 
@@ -99,6 +112,11 @@ def preflight(topo: Topology, features: KernelFeatures) -> list[str]:
     return problems
 
 
+def _labs_with_live_owner() -> list[str]:
+    """Recorded labs whose owning process still runs (a lab in use, not a crash leftover)."""
+    return [s.lab_id for s in all_states() if Path(f"/proc/{s.owner_pid}").exists()]
+
+
 class Lab:
     """Bring a topology up with real routers; use as a context manager for teardown."""
 
@@ -114,6 +132,7 @@ class Lab:
         self.link_backend = "none"
         self.backend: MininetBackend | None = None
         self.links: LinkEmulation | None = None
+        self._lock_file: IO[str] | None = None
 
     @property
     def mininet(self):  # noqa: ANN201 - mininet has no type hints
@@ -125,16 +144,44 @@ class Lab:
         """The lab's private directory (state, configs, logs)."""
         return self.state.path
 
+    def _lock(self) -> None:
+        """Take the machine-wide lab lock: node namespaces are named by node, so one lab
+        at a time. The kernel drops the lock if this process dies, even by SIGKILL."""
+        STATE_ROOT.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(STATE_ROOT / LOCK_NAME, "w")  # noqa: SIM115 - held until down()
+        deadline = time.monotonic() + self.options.lock_timeout
+        while True:
+            try:
+                fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not _labs_with_live_owner():
+                    return
+                fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            except BlockingIOError:
+                pass
+            if time.monotonic() >= deadline:
+                self._unlock()
+                raise PreflightError("cannot start the lab: another mcclab lab is being "
+                                     "built or is up on this machine")
+            time.sleep(0.5)
+
+    def _unlock(self) -> None:
+        """Release the lab lock."""
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
     def up(self) -> Lab:
         """Check, build, configure and wait for routing readiness."""
         progress = self.options.progress
         self.features = self.features or probe()
+        self._lock()
         problems = preflight(self.topo, self.features)
         # Link hook: choose the link backend ('none' when no link is shaped) and
         # refuse links it cannot emulate, before anything is created.
         self.link_backend = select_backend(self.topo, self.features)
         problems += link_problems(self.topo, self.link_backend, self.features)
         if problems:
+            self._unlock()
             raise PreflightError("cannot start the lab:\n  - " + "\n  - ".join(problems))
         self.state.save()
         try:
@@ -189,7 +236,10 @@ class Lab:
 
     def down(self) -> None:
         """Tear everything down (the same path `mcclab clean` takes after a crash)."""
-        destroy(self.state)
+        try:
+            destroy(self.state)
+        finally:
+            self._unlock()
 
     def __enter__(self) -> Lab:
         return self.up()

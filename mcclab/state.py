@@ -41,6 +41,9 @@ class TrackedProcess:
     pid: int
     start_time: int
     what: str
+    # A node's holder shell ignores SIGTERM (it is interactive) and has nothing
+    # to flush, so it is ended with SIGKILL straight away.
+    stop_signal: int = signal.SIGTERM
 
     def alive(self) -> bool:
         """True while the same process (not a recycled pid) still exists."""
@@ -94,10 +97,11 @@ class LabState:
         self.dirs.append(str(path))
         self.save()
 
-    def add_process(self, pid: int, what: str) -> TrackedProcess:
+    def add_process(self, pid: int, what: str, stop_signal: int = signal.SIGTERM
+                    ) -> TrackedProcess:
         """Record a started process group leader."""
         start = proc_start_time(pid)
-        proc = TrackedProcess(pid, start if start is not None else -1, what)
+        proc = TrackedProcess(pid, start if start is not None else -1, what, int(stop_signal))
         self.processes.append(proc)
         self.save()
         return proc
@@ -105,19 +109,29 @@ class LabState:
 
 def kill_group(proc: TrackedProcess, grace: float = 3.0) -> None:
     """SIGTERM the process group, then SIGKILL it if the leader has not gone."""
-    if not proc.alive():
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
+    kill_groups([proc], grace)
+
+
+def kill_groups(procs: list[TrackedProcess], grace: float = 3.0) -> None:
+    """SIGTERM every process group at once, wait up to ``grace`` for all, SIGKILL the rest.
+
+    Signalling together keeps teardown at one grace period, not one per process
+    (an interactive shell ignores SIGTERM and always needs the SIGKILL).
+    """
+    for sig, wait in ((None, grace), (signal.SIGKILL, 2.0)):
+        living = [p for p in procs if p.alive()]
+        for proc in living:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig or proc.stop_signal)
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            _reap(proc.pid)
-            if not proc.alive():
-                return
-            time.sleep(0.02)
+        while living and time.monotonic() < deadline:
+            for proc in living:
+                _reap(proc.pid)
+            living = [p for p in living if p.alive()]
+            if living:
+                time.sleep(0.02)
+        if not living:
+            return
 
 
 def _reap(pid: int) -> None:
@@ -140,8 +154,7 @@ def _quiet(*argv: str) -> None:
 
 def destroy(state: LabState) -> None:
     """Undo everything recorded in ``state``: processes, namespaces, interfaces, dirs."""
-    for proc in reversed(state.processes):
-        kill_group(proc)
+    kill_groups(list(reversed(state.processes)))
     for ns in state.netns:
         # Anything left inside (a daemon that escaped its group, a Mininet shell)
         # is found by namespace membership, not by name.

@@ -58,6 +58,7 @@ class RunOptions:
     live: Callable[[float, float, dict[str, float]], None] = lambda *a: None
     announce: Callable[[str], None] = lambda text: None
     readiness_timeout: float = 60.0
+    lock_timeout: float = 0.0
 
 
 @dataclass
@@ -221,6 +222,7 @@ def execute(res: Resolved, options: RunOptions) -> Path:
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     lab = Lab(res.topology, LabOptions(lab_id=f"{exp.name}-{run_dir.name}",
                                        readiness_timeout=options.readiness_timeout,
+                                       lock_timeout=options.lock_timeout,
                                        progress=options.progress))
     launch_plan: LaunchPlan | None = None
     monitoring: Monitoring | None = None
@@ -231,8 +233,7 @@ def execute(res: Resolved, options: RunOptions) -> Path:
         for path, content in launch_plan.files.items():
             Path(path).write_text(content)
         monitoring = start_monitoring(lab, run_dir, exp, launch_plan)
-        if monitoring.url:
-            options.announce(f"live dashboards: {monitoring.url}")
+        options.announce(monitoring.announcement)
         _timeline(lab, exp.duration, launch_plan, st, options)
         st.status = "complete"
     except Interrupted as exc:

@@ -1,16 +1,24 @@
-"""A timestamping UDP sender and receiver for queue and RED measurements.
+"""Timestamping probes for link measurements: a UDP sender/receiver pair and an ICMP pinger.
 
 Runs inside a node's namespace as a plain script (no mcclab import, so it
-starts fast). Every datagram carries its sequence number and its send time
-(CLOCK_MONOTONIC, which all namespaces share), so the receiver knows exactly
-which packets were lost and each one's one-way delay.
+starts fast). Every datagram carries its sequence number and its send time,
+so the receiver knows exactly which packets were lost and each one's one-way
+delay. Both ends use CLOCK_REALTIME, which every namespace shares. The UDP
+receiver takes its own time after recv(): the kernel's receive timestamp is
+set when the packet enters the node, before an emulator at that node's
+ingress has held it. The pinger can use kernel timestamps, as nothing holds
+the replies after they reach it.
 
     burst.py recv --bind ADDR --port P --out FILE [--idle S] [--max-wait S]
     burst.py send --to ADDR --port P --count N --size BYTES [--pps R]
+    burst.py ping --to ADDR --count N --interval S [--size 56]
 
-``--size`` is the IP packet size (UDP payload + 28). ``--pps 0`` sends
-back-to-back. The receiver writes ``FILE.ready`` once bound and ``FILE``
-(JSON: seq, sent_ns, recv_ns) after ``--idle`` seconds without packets.
+``--size`` is the IP packet size for UDP (payload + 28) and the ICMP payload
+for ping (56: 84-byte packets, as ping(8)). ``--pps 0`` sends back-to-back.
+The receiver writes ``FILE.ready`` once bound and ``FILE`` (JSON: seq,
+sent_ns, recv_ns) after ``--idle`` seconds without packets. ``ping`` prints
+JSON {"sent": N, "rtt_ms": {seq: rtt}} with microsecond resolution (ping(8)
+prints whole milliseconds above 100 ms).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import socket
 import struct
 import sys
@@ -25,6 +34,17 @@ import time
 
 HEADER = struct.Struct("!QQ")
 IP_UDP = 28
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+TIMESPEC = struct.Struct("@qq")
+
+
+def kernel_time_ns(ancdata: list, fallback: int) -> int:
+    """The SO_TIMESTAMPNS receive time from recvmsg's ancillary data (CLOCK_REALTIME)."""
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
+            sec, nsec = TIMESPEC.unpack_from(data)
+            return sec * 1_000_000_000 + nsec
+    return fallback
 
 
 def receive(args: argparse.Namespace) -> None:
@@ -41,7 +61,7 @@ def receive(args: argparse.Namespace) -> None:
             data = sock.recv(65535)
         except TimeoutError:
             break
-        now = time.monotonic_ns()
+        now = time.time_ns()
         s, t = HEADER.unpack_from(data)
         seq.append(s)
         sent.append(t)
@@ -63,17 +83,68 @@ def send(args: argparse.Namespace) -> None:
     start = time.monotonic_ns()
     for i in range(args.count):
         if interval:
-            due = start + int(i * interval)
-            while True:
-                left = due - time.monotonic_ns()
-                if left <= 0:
-                    break
-                # Sleep most of the wait, spin the last 0.2 ms: sleep alone overshoots.
-                if left > 300_000:
-                    time.sleep((left - 200_000) / 1e9)
-        sock.send(HEADER.pack(i, time.monotonic_ns()) + pad)
+            _sleep_until(start + int(i * interval), spin=min(200_000, int(interval / 4)))
+        sock.send(HEADER.pack(i, time.time_ns()) + pad)
     took = (time.monotonic_ns() - start) / 1e9
     json.dump({"sent": args.count, "seconds": took}, sys.stdout)
+
+
+def _sleep_until(due: int, spin: int) -> None:
+    """Wait until CLOCK_MONOTONIC ``due``: sleep, then spin the last ``spin`` ns.
+
+    Sleeping alone overshoots by ~60 us; spinning a quarter of the interval at
+    most keeps a fast sender from burning a whole core the link emulator needs.
+    """
+    while True:
+        left = due - time.monotonic_ns()
+        if left <= 0:
+            return
+        if left > spin:
+            time.sleep((left - spin) / 1e9)
+
+
+def _checksum(data: bytes) -> int:
+    """The Internet checksum."""
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    total = (total >> 16) + (total & 0xFFFF)
+    total += total >> 16
+    return ~total & 0xFFFF
+
+
+def ping(args: argparse.Namespace) -> None:
+    """ICMP echo with kernel receive timestamps: RTTs in ms with microsecond resolution."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    ident = os.getpid() & 0xFFFF
+    payload = b"\x5a" * args.size
+    sent: dict[int, int] = {}
+    rtt: dict[int, float] = {}
+    start = time.monotonic_ns()
+    step = int(args.interval * 1e9)
+    end = start + args.count * step + int(args.timeout * 1e9)
+    i = 0
+    while time.monotonic_ns() < end and len(rtt) < args.count:
+        now = time.monotonic_ns()
+        if i < args.count and now >= start + i * step:
+            head = struct.pack("!BBHHH", 8, 0, 0, ident, i)
+            packet = struct.pack("!BBHHH", 8, 0, _checksum(head + payload), ident, i) + payload
+            sent[i] = time.time_ns()
+            sock.sendto(packet, (args.to, 0))
+            i += 1
+            continue
+        due = start + i * step if i < args.count else end
+        ready, _, _ = select.select([sock], [], [], max(0.0, (due - now) / 1e9))
+        if not ready:
+            continue
+        data, anc, _, _ = sock.recvmsg(4096, socket.CMSG_SPACE(TIMESPEC.size))
+        got = kernel_time_ns(anc, time.time_ns())
+        icmp = data[(data[0] & 0x0F) * 4:]
+        kind, _, _, rid, seq = struct.unpack_from("!BBHHH", icmp)
+        if kind == 0 and rid == ident and seq in sent and seq not in rtt:
+            rtt[seq] = (got - sent[seq]) / 1e6
+    json.dump({"sent": i, "rtt_ms": rtt}, sys.stdout)
 
 
 def main() -> None:
@@ -92,8 +163,14 @@ def main() -> None:
     s.add_argument("--count", type=int, required=True)
     s.add_argument("--size", type=int, default=1000)
     s.add_argument("--pps", type=float, default=0.0)
+    p = sub.add_parser("ping")
+    p.add_argument("--to", required=True)
+    p.add_argument("--count", type=int, default=200)
+    p.add_argument("--interval", type=float, default=0.01)
+    p.add_argument("--size", type=int, default=56)
+    p.add_argument("--timeout", type=float, default=2.0)
     args = ap.parse_args()
-    receive(args) if args.mode == "recv" else send(args)
+    {"recv": receive, "send": send, "ping": ping}[args.mode](args)
 
 
 if __name__ == "__main__":

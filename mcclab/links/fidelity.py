@@ -143,6 +143,22 @@ def ping(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 0.01,
     return parse_ping(out)
 
 
+def icmp_rtts(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 0.01,
+              size: int = 56) -> list[float]:
+    """RTTs (ms, microsecond resolution) of ``count`` ICMP echoes, kernel-timestamped.
+
+    ping(8) prints whole milliseconds above 100 ms, too coarse for a 1 ms
+    tail target; this sends the same 84-byte echo requests from a raw socket
+    and timestamps replies in the kernel (SO_TIMESTAMPNS).
+    """
+    addr = str(lab.plan.address_of(dst))
+    argv = (sys.executable, str(BURST_SCRIPT), "ping", "--to", addr, "--count", str(count),
+            "--interval", str(interval), "--size", str(size))
+    out = lab.runner.run(Cmd(argv, netns_name(src)), timeout=count * interval + 30)
+    rtt = json.loads(out)["rtt_ms"]
+    return [rtt[k] for k in sorted(rtt, key=int)]
+
+
 # ---------------------------------------------------------------- iperf3
 
 
@@ -307,13 +323,25 @@ def _waiting_ahead(p: Probe, rate_bps: float, size: int) -> dict[int, int]:
 
     A packet that waited W behind k queued packets and the residual of the one
     in service has W = residual + k * T (T = size*8/rate), so k = ceil(W/T) - 1.
-    The base delay is the smallest one-way delay seen (an arrival at an idle link).
+    W is the one-way delay minus the path's base delay. The base is not simply
+    the smallest delay: a packet reaching an idle emulator waits for it to wake
+    up (~0.1-0.2 ms here), one reaching a busy one does not, which at 50 Mbit/s
+    is a whole packet time. So the base is taken from the packets before the
+    first loss, each minus the wait the queue's recursion gives it from the
+    send times (W_i = max(0, W_i-1 + T - gap_i)), and the median of those.
     """
     t = size * 8 / rate_bps * 1e9
-    owd = [r - s for r, s in zip(p.recv_ns, p.sent_ns, strict=True)]
-    base = min(owd)
-    return {seq: max(0, math.ceil((o - base) / t - 1e-6) - 1)
-            for seq, o in zip(p.seq, owd, strict=True)}
+    owd = {seq: r - s for seq, s, r in zip(p.seq, p.sent_ns, p.recv_ns, strict=True)}
+    sent = dict(zip(p.seq, p.sent_ns, strict=True))
+    bases, wait = [], 0.0
+    for seq in range(p.count):
+        if seq not in owd:
+            break
+        if seq:
+            wait = max(0.0, wait + t - (sent[seq] - sent[seq - 1]))
+        bases.append(owd[seq] - wait)
+    base = statistics.median(bases) if bases else min(owd.values())
+    return {seq: max(0, math.ceil((o - base) / t - 1e-6) - 1) for seq, o in owd.items()}
 
 
 def queue_at_drops(p: Probe, rate_bps: float, size: int, skip: float,

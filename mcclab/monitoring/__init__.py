@@ -8,10 +8,12 @@ flows' launch plan is known, before any flow starts. It
    reach the gateway's ports (see :func:`guard_cmds`);
 2. starts the router and link exporter (``mcclab.monitoring.exporter``) in the
    root namespace, bound to the control gateway address only;
-3. writes the run's scrape targets (every agent's ``--metrics`` endpoint and
+3. lists the run's scrape targets (every agent's ``--metrics`` endpoint and
    the exporter, labelled with run, experiment, node, flow, protocol, role) and
-   either hands them to the machine's Prometheus service or starts a
-   Prometheus of its own on 127.0.0.1;
+   either starts a Prometheus of its own on 127.0.0.1 with them as static
+   targets, or hands them to the machine's Prometheus service (a file in its
+   file_sd directory, removed at stop; files of labs that no longer exist are
+   swept at the next start);
 4. returns a :class:`Monitoring` whose ``url`` is the Grafana dashboard of the
    run (or Prometheus's graph page where there is no Grafana).
 
@@ -40,18 +42,18 @@ from mcclab.commands import Cmd, sysctl
 from mcclab.monitoring import export, grafana
 from mcclab.monitoring import metric_names as mn
 from mcclab.monitoring import prometheus as prom
-from mcclab.monitoring.exporter import ExporterConfig, IperfSource
-from mcclab.monitoring.exporter import argv as exporter_argv
 from mcclab.net import node_config
 from mcclab.processes import spawn
-from mcclab.state import LabState, TrackedProcess, kill_group
+from mcclab.state import LabState, TrackedProcess, all_states, kill_group
 
 if TYPE_CHECKING:
     from mcclab.experiment.launch import LaunchPlan
     from mcclab.lab import Lab
+    from mcclab.monitoring.exporter import IperfSource
 
 EXPORTER_PORT = 9463
 READY_TIMEOUT = 15.0
+FIRST_SCRAPE_TIMEOUT = 12.0
 # Flows run this long past the end (runner.TAIL); the dashboard link covers it.
 TAIL = 2.0
 STATE_FILE = "monitoring.json"  # in <lab>/monitoring/ while running, in logs/ afterwards
@@ -75,7 +77,7 @@ class Monitoring:
     state: LabState | None = None
     processes: list[TrackedProcess] = field(default_factory=list)
     files: dict[str, Path] = field(default_factory=dict)  # kept in logs/monitoring/
-    targets_dir: Path | None = None  # service mode: removed at stop
+    targets_file: Path | None = None  # service mode: removed at stop
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -120,10 +122,8 @@ class Monitoring:
             if self.state is not None and proc in self.state.processes:
                 self.state.processes.remove(proc)
         self.processes.clear()
-        if self.targets_dir is not None:
-            shutil.rmtree(self.targets_dir, ignore_errors=True)
-            if self.state is not None and str(self.targets_dir) in self.state.dirs:
-                self.state.dirs.remove(str(self.targets_dir))
+        if self.targets_file is not None:
+            self.targets_file.unlink(missing_ok=True)
         if self.state is not None:
             with contextlib.suppress(OSError):
                 self.state.save()
@@ -151,6 +151,14 @@ def guard_cmds(bridges: list[str]) -> list[Cmd]:
     on the interface and goes with it at teardown.
     """
     return [sysctl(None, f"net.ipv4.conf.{b}.rp_filter", 1) for b in bridges]
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write a file Prometheus watches so that it never reads half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def _metrics_endpoint(argv: tuple[str, ...]) -> str | None:
@@ -192,6 +200,10 @@ def targets_for(run: str, experiment: str, launches: LaunchPlan, protocols: dict
 
 def _iperf_sources(launches: LaunchPlan, protocols: dict[str, str]) -> list[IperfSource]:
     """The iperf3 servers whose reports the exporter turns into per-flow rates."""
+    # Imported here: `python -m mcclab.monitoring.exporter` must not find the module
+    # already imported by this package.
+    from mcclab.monitoring.exporter import IperfSource
+
     return [IperfSource(launch.flow, launch.node, protocols.get(launch.flow, "tcp"), launch.log)
             for launch in launches.launches if launch.role == "server"]
 
@@ -217,6 +229,20 @@ def _answers(url: str) -> bool:
         return False
 
 
+def _first_scrape(url: str, run: str, timeout: float) -> bool:
+    """Wait until Prometheus has stored a scrape of the run's exporter."""
+    deadline = time.monotonic() + timeout
+    query = {"query": f'up{{run="{run}", component="exporter"}}'}
+    while time.monotonic() < deadline:
+        try:
+            if prom.api(url, "/api/v1/query", query, timeout=2.0)["result"]:
+                return True
+        except (OSError, RuntimeError, ValueError):
+            pass
+        time.sleep(0.2)
+    return False
+
+
 def start_monitoring(lab: Lab, run_dir: Path, experiment: Any, launches: LaunchPlan
                      ) -> Monitoring:
     """Start monitoring for a run (see the module docstring); never raises for its own parts."""
@@ -236,6 +262,9 @@ def start_monitoring(lab: Lab, run_dir: Path, experiment: Any, launches: LaunchP
 
 def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> None:
     """The steps of start_monitoring; raises on the first that fails."""
+    from mcclab.monitoring.exporter import ExporterConfig
+    from mcclab.monitoring.exporter import argv as exporter_argv
+
     state = lab.state
     gateway = str(lab.plan.control_gateway.ip)
     bridges = [node_config.CONTROL_BRIDGE,
@@ -265,24 +294,25 @@ def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> 
     mon.exporter_url = exporter_url
 
     # The run's targets, for the service's Prometheus or for one of our own.
-    targets = targets_for(mon.run, mon.experiment, launches, protocols, f"{gateway}:{port}")
-    document = json.dumps(prom.targets_document(targets), indent=1)
+    target_list = targets_for(mon.run, mon.experiment, launches, protocols,
+                              f"{gateway}:{port}")
+    document = json.dumps(prom.targets_document(target_list), indent=1)
     service = prom.find_service()
     if service is not None:
         mon.service = True
-        mon.targets_dir = service.targets_dir / state.lab_id
-        state.add_dir(mon.targets_dir)
-        mon.targets_dir.mkdir(parents=True, exist_ok=True)
-        (mon.targets_dir / prom.TARGETS_FILE).write_text(document)
+        prom.sweep_targets(service.targets_dir, {s.lab_id for s in all_states()})
+        mon.targets_file = prom.targets_path(service.targets_dir, state.lab_id)
+        _write_atomically(mon.targets_file, document)
         mon.prometheus_url = service.url
-        mon.files.update(targets=mon.targets_dir / prom.TARGETS_FILE)
+        mon.files.update(targets=mon.targets_file)
     else:
-        targets_dir = work / "targets" / state.lab_id
-        targets_dir.mkdir(parents=True, exist_ok=True)
-        (targets_dir / prom.TARGETS_FILE).write_text(document)
+        # Static targets: scraped from Prometheus's first second (file_sd would wait
+        # for its 5-s discovery batching). targets.json is kept for the record.
+        targets = work / "targets.json"
+        _write_atomically(targets, document)
         config_yml = work / "prometheus.yml"
-        config_yml.write_text(yaml.safe_dump(prom.scrape_config(
-            str(work / "targets" / "*" / prom.TARGETS_FILE)), sort_keys=False))
+        config_yml.write_text(yaml.safe_dump(prom.scrape_config(targets=target_list),
+                                             sort_keys=False))
         listen = f"127.0.0.1:{prom.free_port('127.0.0.1', prom.DEFAULT_PORT)}"
         prom_log = state.path / "logs" / "monitoring-prometheus.log"
         pproc = spawn(state, Cmd(tuple(prom.argv(config_yml, work / "data", listen))), prom_log,
@@ -291,12 +321,19 @@ def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> 
         url = f"http://{listen}"
         _wait(lambda: prom.ready(url), [pproc], "Prometheus", prom_log)
         mon.prometheus_url = url
-        mon.files.update(prometheus=config_yml, targets=targets_dir / prom.TARGETS_FILE)
+        mon.files.update(prometheus=config_yml, targets=targets)
 
+    # Prometheus applies new targets in batches every 5 s (static ones too), so its
+    # first scrape comes up to 5 s after it starts. Waiting for it here, before any
+    # flow starts, keeps the run's first seconds in the series.
+    if not _first_scrape(mon.prometheus_url, mon.run, FIRST_SCRAPE_TIMEOUT):
+        mon.notes.append(f"no scrape within {FIRST_SCRAPE_TIMEOUT:g}s of the start; "
+                         "the first seconds may be missing")
+    mon.started = time.time()
     mon.grafana_base = grafana.grafana_base()
     end = mon.started + mon.duration + TAIL
     if mon.grafana_base:
         mon.url = grafana.dashboard_url(mon.grafana_base, mon.run, mon.started - 5, end)
     else:
-        mon.url = grafana.prometheus_url(mon.prometheus_url, mon.run, mon.duration)
+        mon.url = grafana.prometheus_url(mon.prometheus_url, mon.run, mon.started - 5, end)
     (work / STATE_FILE).write_text(json.dumps(mon.record(), indent=1))

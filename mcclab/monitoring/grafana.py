@@ -9,6 +9,7 @@ printed for a run points at Prometheus instead.
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -37,8 +38,10 @@ def dashboard_url(base: str, run: str, start: float, end: float | None,
     return f"{base}/d/{uid}/{slug}?{urllib.parse.urlencode(params)}"
 
 
-def prometheus_url(base: str, run: str, seconds: float) -> str:
-    """Prometheus's graph page with the run's per-flow throughput over the run's duration."""
+def prometheus_url(base: str, run: str, start: float, end: float) -> str:
+    """Prometheus's graph page: the run's per-flow throughput over its time range (Unix s)."""
     expr = f'mcc_agent_throughput_bps{{run="{run}"}} or mcc_iperf_throughput_bps{{run="{run}"}}'
-    params = {"g0.expr": expr, "g0.tab": "0", "g0.range_input": f"{max(60, int(seconds))}s"}
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(end))
+    params = {"g0.expr": expr, "g0.tab": "0", "g0.range_input": f"{max(1, round(end - start))}s",
+              "g0.end_input": stamp}
     return f"{base}/graph?{urllib.parse.urlencode(params)}"

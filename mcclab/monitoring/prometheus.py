@@ -7,16 +7,18 @@ One scrape configuration serves both ways of running Prometheus:
   on 127.0.0.1 only, with its configuration and TSDB in the lab's directory;
 * **the machine's service** (the VM, provisioned by ``ansible/roles/grafana``):
   when ``/etc/mcclab/prometheus.json`` names a Prometheus that answers, the
-  runner only drops the run's target file into the service's ``file_sd``
-  directory (one sub-directory per lab, recorded in the lab state so that
-  ``mcclab clean`` removes it).
+  runner only drops the run's target file, ``<lab-id>.json``, into the
+  service's ``file_sd`` directory and removes it at the end of the run (a file
+  left by a crashed run is swept at the next run's start; it only makes the
+  service scrape endpoints that are gone).
 
-Either way the targets come from file service discovery (``file_sd``), one
-group per endpoint, whose labels (run, experiment, node, flow, protocol, role,
-component) become target labels. ``honor_labels`` keeps the agents' and
-exporter's own node/flow/protocol labels, and metric relabelling fills
-``flow``/``protocol``/``node`` with ``none`` where a series has none, so every
-stored series carries the five common labels.
+Either way there is one target group per endpoint, whose labels (run,
+experiment, node, flow, protocol, role, component) become target labels.
+``honor_labels`` keeps the agents' and exporter's own node/flow/protocol
+labels, and metric relabelling fills ``flow``/``protocol`` with ``none`` (and
+``node`` with ``root``) where a series has none, so every stored series
+carries the five common labels. The same per-run configuration is kept in
+the results (``logs/monitoring/prometheus.yml``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ SERVICE_MARKER = Path("/etc/mcclab/prometheus.json")
 SCRAPE_INTERVAL = "1s"
 RUN_RETENTION = "2d"  # a per-run TSDB lives in the lab directory; this only bounds it
 DEFAULT_PORT = 9090
-TARGETS_FILE = "targets.json"
 
 
 @dataclass(frozen=True)
@@ -47,25 +48,52 @@ class Target:
     labels: dict[str, str]
 
 
-def scrape_config(targets_glob: str, interval: str = SCRAPE_INTERVAL) -> dict[str, Any]:
-    """prometheus.yml as data: one job reading every target file matching ``targets_glob``.
+def scrape_config(targets_glob: str | None = None, targets: list[Target] | None = None,
+                  interval: str = SCRAPE_INTERVAL) -> dict[str, Any]:
+    """prometheus.yml as data: one job, its targets static or read from target files.
 
-    ``ansible/roles/grafana/templates/prometheus.yml.j2`` renders the same
-    structure for the VM's service (a unit test compares the two).
+    A per-run Prometheus gets its ``targets`` as static configuration: it
+    scrapes them from its first second. The machine's service reads
+    ``targets_glob`` (file_sd), because runs come and go while it keeps running;
+    it applies a new file within about 5 s (Prometheus's discovery batching).
+    ``ansible/roles/grafana/templates/prometheus.yml.j2`` renders the service's
+    configuration (a unit test compares the two).
     """
     fill = [{"source_labels": [label], "regex": "", "target_label": label,
              "replacement": mn.NO_FLOW if label != "node" else mn.ROOT_NODE}
             for label in ("node", "flow", "protocol")]
+    job: dict[str, Any] = {"job_name": mn.JOB, "honor_labels": True}
+    if targets is not None:
+        job["static_configs"] = targets_document(targets)
+    else:
+        job["file_sd_configs"] = [{"files": [targets_glob], "refresh_interval": "5s"}]
+    job["metric_relabel_configs"] = fill
     return {
         "global": {"scrape_interval": interval, "scrape_timeout": interval,
                    "evaluation_interval": interval},
-        "scrape_configs": [{
-            "job_name": mn.JOB,
-            "honor_labels": True,
-            "file_sd_configs": [{"files": [targets_glob], "refresh_interval": "5s"}],
-            "metric_relabel_configs": fill,
-        }],
+        "scrape_configs": [job],
     }
+
+
+def targets_glob(directory: Path) -> str:
+    """The file_sd pattern for a directory of target files (file_sd allows a wildcard in
+    the last path component only)."""
+    return str(directory / "*.json")
+
+
+def targets_path(directory: Path, lab_id: str) -> Path:
+    """The target file of one lab."""
+    return directory / f"{lab_id}.json"
+
+
+def sweep_targets(directory: Path, live_labs: set[str]) -> list[Path]:
+    """Remove target files of labs that no longer exist (left by a crashed runner)."""
+    removed = []
+    for path in directory.glob("*.json") if directory.is_dir() else []:
+        if path.stem not in live_labs:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def targets_document(targets: list[Target]) -> list[dict[str, Any]]:
@@ -85,6 +113,9 @@ def free_port(host: str, preferred: int) -> int:
     """``preferred`` if nothing listens there on ``host``, else a free port the kernel picks."""
     for port in (preferred, 0):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            # As the servers do: connections in TIME_WAIT from a previous run's
+            # scrapes must not make the port look taken.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((host, port))
             except OSError:

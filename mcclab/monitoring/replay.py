@@ -74,7 +74,7 @@ def main(args: list[str] | None = None) -> int:
             print("dashboards (point the mcclab datasource at this port if it is not 9090): "
                   + grafana.dashboard_url(base, run_id, first, last, refresh=None))
         else:
-            print(grafana.prometheus_url(url, run_id, last - first))
+            print(grafana.prometheus_url(url, run_id, first, last))
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             while proc.poll() is None:

@@ -9,6 +9,8 @@ ordinary tools, and so cleanup can find it after a crash.
 
 from __future__ import annotations
 
+import signal
+
 from mcclab.commands import cmd
 from mcclab.execute import Runner
 from mcclab.model.addressing import AddressPlan
@@ -42,7 +44,7 @@ class MininetBackend:
         ns = netns_name(name)
         self.state.add_netns(ns)
         host = self._mininet().addHost(name, cls=Host, ip=None, inNamespace=True)
-        self.state.add_process(host.pid, f"shell {name}")
+        self.state.add_process(host.pid, f"shell {name}", stop_signal=signal.SIGKILL)
         self.runner.run(cmd("ip", "netns", "attach", ns, host.pid))
         self.hosts[name] = host
 

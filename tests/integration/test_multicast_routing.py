@@ -21,8 +21,9 @@ from mcclab.probes.reach import (
     summarize,
 )
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
 
+LOCK_WAIT = 600.0  # wait for another lab on the machine rather than fail
 RATE = 200.0  # packets/s per group
 WINDOW = 2.0  # seconds of counting
 # A joined receiver's interface must carry the full rate over the window, within
@@ -51,6 +52,11 @@ def with_routing(name: str, backend: str):
     return resolve_topology(data, f"{name}+{backend}")
 
 
+def options(features) -> LabOptions:
+    """Lab options for these tests: the probed features, and wait for other labs."""
+    return LabOptions(features=features, lock_timeout=LOCK_WAIT)
+
+
 def expected_rate_ok(count: int) -> bool:
     """Within tolerance of RATE * WINDOW."""
     return abs(count - RATE * WINDOW) <= TOLERANCE * RATE * WINDOW
@@ -62,7 +68,7 @@ def test_multicast_reaches_only_joined_receivers(name, backend, kernel_features)
     topo = with_routing(name, backend)
     joined = CASES[name]
     joiners = {h: [Flow(ASM_GROUP, ssm=False), Flow(SSM_GROUP, ssm=True)] for h in joined}
-    with Lab(topo, LabOptions(features=kernel_features)) as lab:
+    with Lab(topo, options(kernel_features)) as lab:
         report = reach(lab, "src", joiners, rate=RATE, window=WINDOW,
                        join_timeout=JOIN_TIMEOUT[backend])
         for group in (ASM_GROUP, SSM_GROUP):
@@ -92,7 +98,7 @@ def _zero_delay_chain(backend: str):
 
 @pytest.mark.parametrize("ssm", [False, True], ids=["asm", "ssm"])
 def test_frr_join_latency_p99_under_50ms(ssm, kernel_features, capsys):
-    with Lab(_zero_delay_chain("frr"), LabOptions(features=kernel_features)) as lab:
+    with Lab(_zero_delay_chain("frr"), options(kernel_features)) as lab:
         latencies = join_latencies(lab, "src", "h3n1", trials=20, ssm=ssm)
     stats = summarize(latencies)
     with capsys.disabled():
@@ -107,7 +113,7 @@ def test_frr_prunes_upstream_within_last_member_query_time(ssm, kernel_features,
     topo = _zero_delay_chain("frr")
     igmp = topo.routing.igmp
     lmqt = igmp.last_member_query_interval * igmp.last_member_query_count
-    with Lab(topo, LabOptions(features=kernel_features)) as lab:
+    with Lab(topo, options(kernel_features)) as lab:
         took = leave_time(lab, "src", "h3n1", ssm=ssm)
     with capsys.disabled():
         print(f"\nFRR {'SSM' if ssm else 'ASM'} leave: r3's upstream link stopped carrying the "
@@ -118,6 +124,6 @@ def test_frr_prunes_upstream_within_last_member_query_time(ssm, kernel_features,
 def test_smcroute_never_prunes(kernel_features):
     topo = _zero_delay_chain("smcroute").model_dump(mode="json")
     topo["routing"]["static_groups"] = [{"group": ASM_GROUP, "source": "src"}]
-    with Lab(resolve_topology(topo), LabOptions(features=kernel_features)) as lab:
+    with Lab(resolve_topology(topo), options(kernel_features)) as lab:
         took = leave_time(lab, "src", "h3n1", observe=4.0)
     assert took == float("inf"), "smcroute's static route stopped after a leave"

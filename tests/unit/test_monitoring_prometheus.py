@@ -58,6 +58,13 @@ def test_iperf_servers_are_exporter_sources():
     assert src.log.endswith("tcp-server-d2.txt")
 
 
+def test_scrape_config_static_for_a_run():
+    target = prom.Target("172.30.0.2:9464", {"run": "r", "node": "d1"})
+    (job,) = prom.scrape_config(targets=[target])["scrape_configs"]
+    assert job["static_configs"] == prom.targets_document([target])
+    assert "file_sd_configs" not in job
+
+
 def test_scrape_config_one_second_file_sd_and_labels_filled():
     cfg = prom.scrape_config("/x/*/targets.json")
     assert cfg["global"]["scrape_interval"] == "1s"
@@ -128,6 +135,12 @@ def test_dashboard_url_has_run_and_time_range():
     assert "to=now" in grafana.dashboard_url("http://g", "r", 1.0, None)
 
 
+def test_prometheus_url_has_run_and_time_range():
+    url = grafana.prometheus_url("http://127.0.0.1:9090", "r1", 0.0, 90.0)
+    assert "r1" in url and "g0.range_input=90s" in url
+    assert "g0.end_input=1970-01-01+00%3A01%3A30" in url
+
+
 def test_grafana_marker(tmp_path):
     assert grafana.grafana_base(tmp_path / "none.json") is None
     (tmp_path / "g.json").write_text('{"url": "http://127.0.0.1:3000/"}')
@@ -157,5 +170,14 @@ def test_the_vm_service_scrapes_exactly_like_a_per_run_prometheus():
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     text = env.from_string((role / "templates" / "prometheus.yml.j2").read_text()).render(
         ansible_managed="managed", **defaults)
-    targets = defaults["mcclab_prometheus_targets_dir"] + "/*/" + prom.TARGETS_FILE
+    targets = prom.targets_glob(Path(defaults["mcclab_prometheus_targets_dir"]))
     assert yaml.safe_load(text) == prom.scrape_config(targets)
+
+
+def test_target_files_one_per_lab_and_stale_ones_swept(tmp_path):
+    assert prom.targets_glob(tmp_path) == f"{tmp_path}/*.json"
+    live, dead = prom.targets_path(tmp_path, "lab-a"), prom.targets_path(tmp_path, "lab-b")
+    live.write_text("[]")
+    dead.write_text("[]")
+    assert prom.sweep_targets(tmp_path, {"lab-a"}) == [dead]
+    assert live.exists() and not dead.exists()

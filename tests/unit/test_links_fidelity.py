@@ -1,0 +1,111 @@
+"""The statistics behind the link measurements: percentiles, intervals, RED's curve, queues."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from mcclab.links import fidelity as fx
+from mcclab.model.topology import RedParams
+
+RED = RedParams(min_th="5pkt", max_th="15pkt", max_p="10%")
+
+
+def test_nearest_rank_percentiles():
+    xs = list(range(1, 201))
+    assert fx.nearest_rank(xs, 50) == 100
+    assert fx.nearest_rank(xs, 99) == 198
+    assert fx.nearest_rank([3.0], 99) == 3.0
+    assert math.isnan(fx.nearest_rank([], 50))
+
+
+def test_parse_ping_reads_every_reply():
+    out = ("64 bytes from 10.0.1.2: icmp_seq=1 ttl=63 time=20.4 ms\n"
+           "64 bytes from 10.0.1.2: icmp_seq=2 ttl=63 time=100 ms\n")
+    assert fx.parse_ping(out) == [20.4, 100.0]
+
+
+def test_wilson_interval_covers_the_truth_about_99_percent_of_the_time():
+    rng = random.Random(7)
+    n, p, covered = 2000, 0.05, 0
+    for _ in range(400):
+        k = sum(rng.random() < p for _ in range(n))
+        lo, hi = fx.wilson(k, n)
+        covered += lo <= p <= hi
+    assert covered >= 390
+    lo, hi = fx.wilson(100, 10000)
+    assert lo < 0.01 < hi and hi - lo < 0.006
+
+
+def test_red_pb_is_ns2s_curve_with_the_gentle_ramp():
+    assert fx.red_pb(4.9, RED) == 0
+    assert fx.red_pb(10, RED) == pytest.approx(0.05)
+    assert fx.red_pb(15, RED) == pytest.approx(0.1)
+    assert fx.red_pb(22.5, RED) == pytest.approx(0.1 + 0.9 * 0.5)
+    assert fx.red_pb(30, RED) == 1
+    hard = RedParams(min_th="5pkt", max_th="15pkt", max_p="10%", gentle=False)
+    assert fx.red_pb(15, hard) == 1
+
+
+def test_count_spaced_drops_are_about_2pb_or_2pb_over_3():
+    # Floyd: gaps uniform on [1, 1/pb] -> mean (1 + 1/pb)/2; ns-2 wait_: on [1/pb, 2/pb].
+    assert fx.red_drop_fraction(0.01, wait=False) == pytest.approx(2 * 0.01 / 1.01, rel=0.02)
+    assert fx.red_drop_fraction(0.01, wait=True) == pytest.approx(2 * 0.01 / 3, rel=0.02)
+    assert fx.red_drop_fraction(0, wait=True) == 0
+    assert fx.red_drop_fraction(1, wait=True) == 1
+
+
+def test_inverting_the_curve():
+    for fraction in (0.01, 0.03, 0.1, 0.2):
+        avg = fx.red_avg_for_fraction(fraction, RED)
+        # integer inter-drop counts make the curve a fine staircase: invert to within a step
+        assert fx.red_expected_fraction(avg, RED) == pytest.approx(fraction, rel=0.02)
+    assert 5 < fx.red_avg_for_fraction(0.03, RED) < 15 < fx.red_avg_for_fraction(0.2, RED)
+
+
+def simulate(limit: int, rate_pps: float, service: float, count: int, wake: float = 0.0,
+             delay: float = 0.01) -> fx.Probe:
+    """A drop-tail queue with the emulator's semantics fed by a constant-rate flow.
+
+    ``wake`` is extra receive latency of a packet that finds the path idle (a
+    receiver woken from an idle CPU), which the base-delay estimate must see
+    through: the smallest delay is then not the base.
+    """
+    seq, sent, recv = [], [], []
+    starts: list[float] = []
+    link_free = -1.0
+    for i in range(count):
+        t = i / rate_pps
+        waiting = sum(1 for s in starts if s > t)
+        if waiting >= limit:
+            continue
+        idle = link_free <= t
+        start = max(t, link_free)
+        link_free = start + service
+        starts.append(start)
+        seq.append(i)
+        sent.append(int(t * 1e9))
+        recv.append(int((link_free + delay + (wake if idle else 0.0)) * 1e9))
+    return fx.Probe(count, seq, sent, recv)
+
+
+@pytest.mark.parametrize("limit", [4, 40])
+@pytest.mark.parametrize("wake", [0.0, 0.9])
+def test_queue_at_drops_finds_the_limit(limit, wake):
+    service = 1000 * 8 / 10e6
+    pps = 1.25 / service
+    p = simulate(limit, pps, service, int(pps * 3), wake=wake * service)
+    q = fx.queue_at_drops(p, 10e6, 1000, skip=1.0, pps=pps)
+    assert q["drops"] > 100
+    assert q["queue_at_drop"] == limit
+
+
+def test_mean_queue_from_delays_of_a_steady_full_queue():
+    service = 1000 * 8 / 10e6
+    pps = 1.25 / service
+    p = simulate(20, pps, service, int(pps * 2))
+    assert fx.queue_from_owd(p, 10e6, 1000, skip=1.0)["mean"] == pytest.approx(19, abs=0.05)
+    lost, sent = fx.drop_fraction_after(p, skip=1.0, pps=pps)
+    assert lost / sent == pytest.approx(0.2, abs=0.01)
