@@ -53,7 +53,8 @@ bench-links: $(MCCLAB) linkemu
 	$(SUDO) $(PY) bench/bench_links.py $(BENCH_ARGS)
 
 lint: $(MCCLAB)
-	$(PY) -m ruff check mcclab agents tests
+	$(PY) -m ruff check mcclab agents tests bench dashboards
+	$(PY) -m dashboards --check
 	$(PY) -m mcclab topo schema --check schema/topology.schema.json
 	cd ansible && ansible-lint
 

@@ -44,10 +44,14 @@ READY_TIMEOUT = 10.0
 SPIN_ENV = "MCCLAB_LINKEMU_SPIN_US"
 # Busy-wait the last 100 us before each verdict: on this VM a pure timer wakes
 # 60 us late at the median and 0.3-1.7 ms at p99, which adds up over a path;
-# spinning cuts that to ~10 us / 0.1 ms for about 5% of a core per 1000
-# packets/s (measured in docs/links.md). Set MCCLAB_LINKEMU_SPIN_US=0 for
-# labs with many lightly loaded nodes.
+# spinning cuts that to ~10 us / 0.1 ms. The emulator does not read new
+# packets while it spins, so at high packet rates spinning halves what it can
+# carry (50k -> 25k packets/s here) and burns a core. Hence spin only on nodes
+# whose emulated directions are all rate-limited to SPIN_MAX_RATE or less,
+# where packets are far apart and the tail matters; MCCLAB_LINKEMU_SPIN_US
+# overrides the choice for every node.
 DEFAULT_SPIN_US = 100
+SPIN_MAX_RATE = 10e6
 
 
 class LinkEmulationError(RuntimeError):
@@ -151,6 +155,12 @@ class LinkEmulation:
         """Stop emulating (teardown of the lab does this too)."""
 
 
+def spin_for(placed: list[tuple[Direction, Placement]]) -> int:
+    """The emulator's --spin-us for a node: DEFAULT_SPIN_US if all its links are slow."""
+    slow = all(d.params.rate is not None and d.params.rate <= SPIN_MAX_RATE for d, _ in placed)
+    return DEFAULT_SPIN_US if slow else 0
+
+
 def _same_graph(a: Topology, b: Topology) -> bool:
     """True when two topologies have the same nodes and links (parameters may differ)."""
     return (a.nodes == b.nodes
@@ -199,8 +209,8 @@ class UserspaceEmulation(LinkEmulation):
         super().__init__(reason=reason, notes=warnings(topo, "userspace"))
         self.topo, self.plan, self.state, self.runner = topo, plan, state, runner
         self.binary = binary or userspace.linkemu_binary()
-        self.spin_us = (int(os.environ.get(SPIN_ENV, DEFAULT_SPIN_US)) if spin_us is None
-                        else spin_us)
+        env = os.environ.get(SPIN_ENV)
+        self.spin_us = spin_us if spin_us is not None else (int(env) if env else None)
         self.dir = state.path / "links"
         self.emulators: dict[str, Emulator] = {}
         self.rules: dict[int, Cmd] = {}  # queue number -> installed rule
@@ -255,20 +265,21 @@ class UserspaceEmulation(LinkEmulation):
         for emu in starting:
             emu.config.write_text(emu.text)
             emu.stats.unlink(missing_ok=True)
-            argv = userspace.emulator_argv(self.binary, emu.config, emu.stats, self.spin_us)
+            spin = self.spin_us if self.spin_us is not None else spin_for(emu.placed)
+            argv = userspace.emulator_argv(self.binary, emu.config, emu.stats, spin)
             emu.proc = spawn(self.state, Cmd(tuple(argv), emu.placed[0][1].netns), emu.log,
                              f"linkemu {emu.node}")
             self.emulators[emu.node] = emu
         total = len(wanted)
         for done, emu in enumerate(starting, total - len(starting) + 1):
             self._wait_ready(emu)
-            progress("link emulators", done, total)
+            progress("links (userspace)", done, total)
         for num, rule in sorted(new_rules.items()):
             if num not in self.rules:
                 self.runner.run(rule)
                 self.rules[num] = rule
         if not starting:
-            progress("link emulators", total, total)
+            progress("links (userspace)", total, total)
 
     @staticmethod
     def _delete(rule: Cmd) -> Cmd:
@@ -377,7 +388,7 @@ class KernelEmulation(LinkEmulation):
         self.directions = [d for d, _ in self.placed]
         for i, (d, where) in enumerate(self.placed, 1):
             self.runner.run_all(kernel.direction_cmds(d, where))
-            progress("link qdiscs", i, len(self.placed))
+            progress("links (kernel)", i, len(self.placed))
 
     def apply(self, topo: Topology) -> None:
         """Replace the trees of changed directions and clear the ones no longer emulated."""

@@ -5,7 +5,8 @@ flows' launch plan is known, before any flow starts. It
 
 1. closes the root namespace's control-side interfaces to packets whose source
    is not reachable through them (``rp_filter``), so no experiment address can
-   reach the gateway's ports (see :func:`guard_cmds`);
+   reach the gateway's ports (strict rp_filter on the root's lab bridges, set by
+   ``mcclab.net.node_config`` for every lab);
 2. starts the router and link exporter (``mcclab.monitoring.exporter``) in the
    root namespace, bound to the control gateway address only;
 3. lists the run's scrape targets (every agent's ``--metrics`` endpoint and
@@ -58,7 +59,7 @@ FIRST_SCRAPE_TIMEOUT = 12.0
 TAIL = 2.0
 STATE_FILE = "monitoring.json"  # in <lab>/monitoring/ while running, in logs/ afterwards
 
-__all__ = ["Monitoring", "start_monitoring", "targets_for", "guard_cmds"]
+__all__ = ["Monitoring", "start_monitoring", "targets_for"]
 
 
 @dataclass
@@ -136,21 +137,6 @@ class Monitoring:
             (run_dir / "logs" / STATE_FILE).write_text(json.dumps(self.record(ended), indent=1))
         except OSError:
             pass
-
-
-def guard_cmds(bridges: list[str]) -> list[Cmd]:
-    """Strict reverse-path filtering on the root namespace's lab-facing interfaces.
-
-    Linux accepts a packet for any local address on any interface, so without
-    this a host could reach the gateway's exporter from an experiment address
-    (through its router's control interface, or through a LAN bridge), and the
-    reply would be routed out of the machine's default route. With strict
-    rp_filter the root namespace drops every packet arriving on ``mclctl`` or a
-    LAN bridge whose source it would not route back through that interface:
-    only the control subnet passes, and only on ``mclctl``. The setting lives
-    on the interface and goes with it at teardown.
-    """
-    return [sysctl(None, f"net.ipv4.conf.{b}.rp_filter", 1) for b in bridges]
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -267,9 +253,6 @@ def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> 
 
     state = lab.state
     gateway = str(lab.plan.control_gateway.ip)
-    bridges = [node_config.CONTROL_BRIDGE,
-               *(node_config.lan_bridge(n) for n in lab.topo.names("lan"))]
-    lab.runner.run_all(guard_cmds(bridges))
     work = state.path / "monitoring"
     work.mkdir(parents=True, exist_ok=True)
     protocols = _flow_protocols(experiment)

@@ -92,10 +92,23 @@ def host_multicast_route(node: str, ifaces: list[Interface]) -> list[Cmd]:
                 netns=netns_name(node))]
 
 
+def root_guard(bridge: str) -> Cmd:
+    """Strict reverse-path filtering on a root-namespace bridge facing the lab.
+
+    Linux accepts a packet for any local address on any interface, so without
+    this a node could reach the root's control services from an experiment
+    address, and the reply would leave through the machine's default route.
+    With strict rp_filter only sources routed back through the bridge pass:
+    the control subnet on the control bridge, nothing on a LAN bridge.
+    """
+    return sysctl(None, f"net.ipv4.conf.{bridge}.rp_filter", 1)
+
+
 def control_root_cmds(plan: AddressPlan) -> list[Cmd]:
     """The root-namespace control bridge, holding the gateway address."""
     return [
         cmd("ip", "link", "add", CONTROL_BRIDGE, "type", "bridge", "mcast_snooping", "0"),
+        root_guard(CONTROL_BRIDGE),
         cmd("ip", "addr", "add", str(plan.control_gateway), "dev", CONTROL_BRIDGE),
         cmd("ip", "link", "set", CONTROL_BRIDGE, "up"),
     ]
@@ -126,6 +139,7 @@ def lan_bridge_cmds(lan: str) -> list[Cmd]:
     br = lan_bridge(lan)
     return [
         cmd("ip", "link", "set", br, "type", "bridge", "mcast_snooping", "0"),
+        root_guard(br),
         cmd("ip", "link", "set", br, "up"),
     ]
 

@@ -16,9 +16,9 @@ tests watch it while it runs:
 * the results folder keeps ``tables/metrics.csv`` and it replays into a fresh
   Prometheus.
 
-Only one lab can be up on a machine: the fixture waits (up to
-``MCCLAB_TEST_LAB_WAIT`` seconds, default 900) while another lab is up, and
-never cleans someone else's lab.
+Only one lab can be up on a machine: the run waits (``mcclab run --wait``, up
+to ``MCCLAB_TEST_LAB_WAIT`` seconds, default 900) while another lab is up, and
+the test never cleans someone else's lab.
 """
 
 from __future__ import annotations
@@ -47,14 +47,13 @@ from mcclab.model.topology import Topology  # noqa: E402
 from mcclab.monitoring import metric_names as mn  # noqa: E402
 from mcclab.monitoring import prometheus as prom  # noqa: E402
 from mcclab.monitoring.promql import read, substitute  # noqa: E402
-from mcclab.state import STATE_ROOT, LabState, TrackedProcess, leftovers  # noqa: E402
+from mcclab.state import STATE_ROOT, LabState, TrackedProcess  # noqa: E402
 
 LAB_WAIT = float(os.environ.get("MCCLAB_TEST_LAB_WAIT", "900"))
 DURATION = 25
 pytestmark = [pytest.mark.root, pytest.mark.timeout(LAB_WAIT + 120)]
 
 MCCLAB = [sys.executable, "-m", "mcclab"]
-BUSY = "another mcclab lab is up"
 
 
 class PendingPanels(UserWarning):
@@ -88,28 +87,12 @@ class LiveRun:
 
 
 def _start_run(results: Path, out: Path) -> subprocess.Popen:
-    """Start the run in its own session once no lab is up; retry while preflight refuses."""
-    deadline = time.monotonic() + LAB_WAIT
-    while True:
-        rest = leftovers()
-        if not rest["netns"] and not rest["interfaces"]:
-            with out.open("w") as fh:
-                proc = subprocess.Popen(
-                    MCCLAB + ["run", "default", "--profile", "quick", "--set",
-                              f"duration={DURATION}s", "--set", "warmup=2s", "--results",
-                              str(results)], stdout=fh, stderr=subprocess.STDOUT,
-                    start_new_session=True)
-            # Preflight refuses within seconds; a runner still going after that is building
-            # our lab.
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                return proc
-            if BUSY not in out.read_text():
-                pytest.fail(f"the run failed:\n{out.read_text()[-3000:]}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"another lab stayed up for {LAB_WAIT:g}s: {leftovers()}")
-        time.sleep(5)
+    """Start the run in its own session; it waits (``--wait``) while another lab is up."""
+    with out.open("w") as fh:
+        return subprocess.Popen(
+            MCCLAB + ["run", "default", "--profile", "quick", "--set", f"duration={DURATION}s",
+                      "--set", "warmup=2s", "--results", str(results), "--wait", f"{LAB_WAIT:g}"],
+            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +102,7 @@ def live(tmp_path_factory):
     results, out = tmp / "results", tmp / "run.out"
     proc = _start_run(results, out)
     record, lab_dir = None, None
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + LAB_WAIT + 90
     while record is None and time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"the run ended early:\n{out.read_text()[-3000:]}")

@@ -145,3 +145,72 @@ def test_check_names_the_node_whose_emulator_died_even_as_an_unreaped_zombie(tmp
     child.wait()
     with pytest.raises(LinkEmulationError):
         emu.check()  # reaped: still dead
+
+
+class FakeSpawn:
+    """Stands in for mcclab.processes.spawn: records who would be started, starts `sleep`."""
+
+    def __init__(self):
+        self.started: list[str] = []
+        self.children: list[subprocess.Popen] = []
+
+    def __call__(self, state, command, log, what):  # noqa: ANN001, ANN204
+        self.started.append(what)
+        child = subprocess.Popen(["sleep", "30"])
+        self.children.append(child)
+        return TrackedProcess(child.pid, proc_start_time(child.pid) or -1, what)
+
+
+def test_apply_restarts_only_changed_emulators_and_keeps_unchanged_rules(tmp_path, monkeypatch):
+    from mcclab.links import emulation
+
+    fake = FakeSpawn()
+    monkeypatch.setattr(emulation, "spawn", fake)
+    monkeypatch.setattr(UserspaceEmulation, "_wait_ready", lambda self, emu: None)
+    monkeypatch.setattr(emulation, "kill_group", lambda proc: None)
+    t = path_topo(rate="10Mbit", delay="5ms")
+    state = LabState(lab_id="unit")
+    monkeypatch.setattr(LabState, "path", property(lambda self: tmp_path))
+    monkeypatch.setattr(LabState, "save", lambda self: None)
+    runner = Runner(dry_run=True)
+    emu = UserspaceEmulation(t, plan_addresses(t), state, runner, binary=BINARY)
+    try:
+        emu.start(lambda *a: None)
+        assert sorted(fake.started) == ["linkemu d", "linkemu r"]
+        rules = [str(c) for c in runner.history if "iptables" in c.argv]
+        assert len(rules) == 2 and all(" -A PREROUTING " in r for r in rules)
+        assert (tmp_path / "links" / "d.conf").read_text().count("queue=") == 1
+
+        # Only r -> d changes (loss on the forward direction): d restarts, r does not,
+        # and no rule is touched.
+        runner.history.clear()
+        emu.apply(path_topo(rate="10Mbit", delay="5ms", forward={"loss": "1%"}))
+        assert fake.started[2:] == ["linkemu d"]
+        assert not any("iptables" in c.argv for c in runner.history)
+
+        # The reverse direction stops being emulated: its rule goes, r's emulator ends,
+        # d's (same forward parameters) keeps running.
+        runner.history.clear()
+        emu.apply(path_topo(forward={"rate": "10Mbit", "delay": "5ms", "loss": "1%"}))
+        deleted = [str(c) for c in runner.history if "-D" in c.argv]
+        assert len(deleted) == 1 and "[mcl-r]" in deleted[0] and "--queue-num 3" in deleted[0]
+        assert set(emu.emulators) == {"d"} and fake.started[3:] == []
+        with pytest.raises(LinkEmulationError, match="same nodes and links"):
+            emu.apply(resolve_topology({"name": "other", "nodes": {"a": {"kind": "host"},
+                                                                   "b": {"kind": "host"}},
+                                        "links": [{"endpoints": ["a", "b"]}]}))
+    finally:
+        for child in fake.children:
+            child.kill()
+            child.wait()
+
+
+def test_emulators_spin_only_where_every_link_is_slow():
+    from mcclab.links.emulation import DEFAULT_SPIN_US, spin_for
+
+    assert spin_for(placed(path_topo(rate="10Mbit", delay="5ms"))) == DEFAULT_SPIN_US == 100
+    assert spin_for(placed(path_topo(rate="50Mbit", delay="5ms"))) == 0
+    assert spin_for(placed(path_topo(delay="5ms"))) == 0  # no rate: packet rate unbounded
+    argv = userspace.emulator_argv(BINARY, Path("c.conf"), Path("s.json"), 100)
+    assert argv[-2:] == ["--spin-us", "100"]
+    assert "--spin-us" not in userspace.emulator_argv(BINARY, Path("c"), Path("s"), 0)

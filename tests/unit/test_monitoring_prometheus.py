@@ -17,7 +17,6 @@ from mcclab.monitoring import (
     _iperf_sources,
     export,
     grafana,
-    guard_cmds,
     targets_for,
 )
 from mcclab.monitoring import metric_names as mn
@@ -95,14 +94,6 @@ def test_service_is_used_only_when_provisioned_and_ready(tmp_path):
     marker = tmp_path / "prometheus.json"
     marker.write_text(json.dumps({"url": "http://127.0.0.1:9", "targets_dir": "/t"}))
     assert prom.find_service(marker, timeout=0.2) is None  # nothing answers on port 9
-
-
-def test_guard_sets_strict_rp_filter_on_root_bridges():
-    cmds = guard_cmds(["mclctl", "mclb-lan1"])
-    assert [c.argv for c in cmds] == [
-        ("sysctl", "-q", "-w", "net.ipv4.conf.mclctl.rp_filter=1"),
-        ("sysctl", "-q", "-w", "net.ipv4.conf.mclb-lan1.rp_filter=1")]
-    assert all(c.netns is None for c in cmds)
 
 
 def test_export_round_trip_and_openmetrics(tmp_path):

@@ -68,3 +68,13 @@ def test_hosts_repeat_state_change_reports_quickly():
     key = f"net.ipv4.conf.{eth}.igmpv3_unsolicited_report_interval"
     assert f"[mcl-h1n1] sysctl -q -w {key}=100" in out
     assert not any("unsolicited" in line for line in lines(node_config.node_cmds(t, plan, "r1")))
+
+
+def test_root_bridges_facing_the_lab_filter_reverse_paths_strictly():
+    t = topo()
+    out = lines(node_config.control_root_cmds(plan_addresses(t)))
+    assert "sysctl -q -w net.ipv4.conf.mclctl.rp_filter=1" in out
+    assert out.index("sysctl -q -w net.ipv4.conf.mclctl.rp_filter=1") < out.index(
+        "ip link set mclctl up")
+    assert "sysctl -q -w net.ipv4.conf.mclb-lan1.rp_filter=1" in lines(
+        node_config.lan_bridge_cmds("lan1"))
