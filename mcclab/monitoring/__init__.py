@@ -39,11 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from mcclab.commands import Cmd, sysctl
+from mcclab.commands import Cmd
 from mcclab.monitoring import export, grafana
 from mcclab.monitoring import metric_names as mn
 from mcclab.monitoring import prometheus as prom
-from mcclab.net import node_config
 from mcclab.processes import spawn
 from mcclab.state import LabState, TrackedProcess, all_states, kill_group
 
