@@ -75,6 +75,12 @@ def use(lab: Lab, **link) -> None:
     fx.ping(lab, "s", "d", count=3, interval=0.05)  # ARP warm, path proven
 
 
+def show(capsys, text: str) -> None:  # noqa: ANN001
+    """Print a measured value next to the test result (pytest captures output otherwise)."""
+    with capsys.disabled():
+        print(f"\n  {text}", end="")
+
+
 def forward(lab: Lab):
     """The r->d counters now (fresh within 150 ms)."""
     return next(c for c in lab.links.counters(max_age=0.15) if (c.src, c.dst) == ("r", "d"))
@@ -85,32 +91,35 @@ def test_backend_is_userspace_and_recorded(lab):
     assert (lab.run_dir / "links" / "plan.json").is_file()
 
 
-def test_rate_udp_and_tcp_within_2_percent(lab):
+def test_rate_udp_and_tcp_within_2_percent(lab, capsys):
     use(lab, **BASE)
     udp = fx.udp_rate(lab, "s", "d", offered_bps=12e6, seconds=4)
     assert abs(udp.ip_bps / 10e6 - 1) <= RATE_TOL, f"UDP {udp.ip_bps / 1e6:.3f} Mbit/s"
     tcp = fx.tcp_rate(lab, "s", "d", seconds=6)
+    show(capsys, f"10 Mbit/s: UDP {udp.ip_bps / 1e6:.4f}, TCP {tcp.ip_bps / 1e6:.4f} Mbit/s")
     assert abs(tcp.ip_bps / 10e6 - 1) <= RATE_TOL, f"TCP {tcp.ip_bps / 1e6:.3f} Mbit/s"
     assert forward(lab).errors == 0
 
 
-def test_rtt_median_and_tail(lab):
+def test_rtt_median_and_tail(lab, capsys):
     use(lab, rate="10Mbit", delay="20ms", queue={"limit": "40pkt"})
     rtts = fx.icmp_rtts(lab, "s", "d", count=200, interval=0.01)
     s = fx.rtt_summary(rtts)
     # two propagation delays plus the 84-byte echo's serialisation each way
     want = 2 * 20 + 2 * fx.ICMP_IP_BYTES * 8 / 10e6 * 1e3
+    show(capsys, f"RTT want {want:.3f} ms: median {s['median']:.3f}, p99 {s['p99']:.3f} ms")
     assert s["n"] == 200
     assert abs(s["median"] - want) <= max(0.5, 0.02 * want), s
     assert s["p99"] - s["median"] <= P99_SPREAD_MS, s
 
 
-def test_loss_inside_the_99_percent_interval(lab):
+def test_loss_inside_the_99_percent_interval(lab, capsys):
     use(lab, rate="10Mbit", delay="5ms", queue={"limit": "40pkt"}, forward={"loss": "5%"})
     before = forward(lab)
     got = fx.udp_loss(lab, "s", "d", offered_bps=5e6, seconds=4)
     after = forward(lab)
     lo, hi = got.ci
+    show(capsys, f"loss 5%: {got.lost}/{got.sent} = {got.rate:.4f}, 99% CI [{lo:.4f}, {hi:.4f}]")
     assert got.sent > 15000
     assert lo <= 0.05 <= hi, f"{got.lost}/{got.sent} lost, 99% CI [{lo:.4f}, {hi:.4f}]"
     assert after.drops_queue == before.drops_queue  # offered below the rate: loss only
@@ -119,20 +128,22 @@ def test_loss_inside_the_99_percent_interval(lab):
     assert emu_lo <= 0.05 <= emu_hi
 
 
-def test_droptail_drops_begin_at_the_queue_limit(lab):
+def test_droptail_drops_begin_at_the_queue_limit(lab, capsys):
     use(lab, rate="10Mbit", delay="5ms", queue={"limit": "20pkt"})
     before = forward(lab)
     size, pps = 1000, 1.25 * 10e6 / (1000 * 8)  # overload by 25%: the queue stays full
     flow = fx.probe(lab, "s", "d", count=int(pps * 3), size=size, pps=pps, idle=0.5)
     q = fx.queue_at_drops(flow, 10e6, size, skip=1.0, pps=pps)
     after = forward(lab)
+    show(capsys, f"drop-tail 20 pkt: queue at drops {q['queue_at_drop']}, "
+                 f"emulator max_qlen {after.max_qlen}")
     assert q["drops"] > 100
     assert abs(q["queue_at_drop"] - 20) <= 1, q
     assert after.max_qlen == 20
     assert after.drops_queue - before.drops_queue == flow.lost
 
 
-def test_red_drop_probability_follows_its_curve(lab):
+def test_red_drop_probability_follows_its_curve(lab, capsys):
     red = {"min_th": "5pkt", "max_th": "15pkt", "max_p": "10%", "weight": 0.002}
     use(lab, rate="10Mbit", delay="5ms",
         queue={"limit": "40pkt", "discipline": "red", "red": red})
@@ -145,6 +156,8 @@ def test_red_drop_probability_follows_its_curve(lab):
     queue = fx.queue_from_owd(burst, 10e6, size, skip=3.0)["mean"]
     params = RedParams(min_th="5pkt", max_th="15pkt", max_p="10%")
     expected_avg = fx.red_avg_for_fraction(measured, params, wait=True)
+    show(capsys, f"RED: drop fraction {measured:.4f}, mean queue {queue:.2f} pkts, "
+                 f"curve {expected_avg:.2f}")
     assert abs(measured - target) < 0.01, f"drop fraction {measured:.4f}"
     assert abs(queue - expected_avg) <= 1.0, (
         f"mean queue {queue:.2f} pkts; RED's curve puts drop fraction {measured:.4f} "
@@ -152,11 +165,12 @@ def test_red_drop_probability_follows_its_curve(lab):
     assert forward(lab).drops_loss == 0
 
 
-def test_tcp_reno_fills_a_3_2_mbit_100ms_40pkt_link_in_15s(lab):
+def test_tcp_reno_fills_a_3_2_mbit_100ms_40pkt_link_in_15s(lab, capsys):
     use(lab, rate="3.2Mbit", delay="50ms", queue={"limit": "40pkt"})
-    result = fx.iperf3(lab, "s", "d", 15, "-C", "reno")
+    result = fx.iperf3(lab, "s", "d", 15, "-C", "reno", "-l", "8K")
     goodput = result["end"]["sum_received"]["bits_per_second"]
     utilisation = goodput * fx.TCP_IP_BYTES / fx.TCP_PAYLOAD / 3.2e6
+    show(capsys, f"TCP Reno 15 s: utilisation {utilisation:.3f}")
     assert utilisation >= TCP_UTILISATION, f"{utilisation:.3f}"
 
 
