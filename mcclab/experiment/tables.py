@@ -85,44 +85,69 @@ def agent_series(log: Path, flow: str, node: str) -> Series:
     return series
 
 
+@dataclass(frozen=True)
+class IperfInterval:
+    """One per-second report line of an iperf3 server (UDP lines also carry loss)."""
+
+    test: int  # 0 for the first client served, 1 for the next, ...
+    start: float  # seconds since that test began
+    end: float
+    rate_bps: float
+    lost: int | None = None
+    total: int | None = None
+
+
+def iperf_intervals(text: str) -> list[IperfInterval | None]:
+    """The interval reports of an iperf3 server log, in order.
+
+    ``None`` marks the end of a test (its summary repeats the intervals and is
+    skipped), so a reader can tell "test over" from "no report yet".
+    """
+    out: list[IperfInterval | None] = []
+    test, in_summary = -1, False
+    for line in text.splitlines():
+        if "Accepted connection from" in line:
+            test, in_summary = test + 1, False
+            continue
+        if line.startswith("- - -"):
+            in_summary = True
+            out.append(None)
+            continue
+        m = _INTERVAL.match(line)
+        if not m or in_summary or test < 0:
+            continue
+        lost = None if m["total"] is None else int(m["lost"])
+        total = None if m["total"] is None else int(m["total"])
+        out.append(IperfInterval(test, float(m["a"]), float(m["b"]),
+                                 float(m["rate"]) * _UNIT[m["ru"]], lost, total))
+    return out
+
+
 def iperf_series(log: Path, flow: str, kind: str, node: str, test_starts: list[float]
                  ) -> Series:
     """An iperf3 server's received bytes, one test per client start (in order)."""
     series = Series(flow, kind, node)
     if not log.exists():
         return series
-    test, total, packets, lost = -1, 0.0, 0.0, 0.0
-    in_summary = False
-    for line in log.read_text(errors="replace").splitlines():
-        if "Accepted connection from" in line:
-            test, in_summary = test + 1, False
+    total, packets, lost = 0.0, 0.0, 0.0
+    for iv in iperf_intervals(log.read_text(errors="replace")):
+        if iv is None or iv.test >= len(test_starts):
             continue
-        if line.startswith("- - -"):
-            in_summary = True  # the end-of-test totals repeat the intervals
-            continue
-        m = _INTERVAL.match(line)
-        if not m or in_summary or test < 0 or test >= len(test_starts):
-            continue
-        a, b = float(m["a"]), float(m["b"])
-        nbytes = float(m["rate"]) * _UNIT[m["ru"]] * (b - a) / 8.0
-        if m["total"] is not None:
-            packets += float(m["total"]) - float(m["lost"])
-            lost += float(m["lost"])
-        start = test_starts[test]
-        if not series.times or start + a > series.times[-1]:
-            series.add(start + a, total, packets, lost)  # flat until this interval began
-        total += nbytes
-        series.add(start + b, total, packets, lost)
+        if iv.total is not None:
+            packets += iv.total - iv.lost
+            lost += iv.lost
+        start = test_starts[iv.test]
+        if not series.times or start + iv.start > series.times[-1]:
+            series.add(start + iv.start, total, packets, lost)  # flat until it began
+        total += iv.rate_bps * (iv.end - iv.start) / 8.0
+        series.add(start + iv.end, total, packets, lost)
     return series
 
 
 def last_interval_rate(text: str) -> float | None:
-    """The bit rate of the last per-second interval in an iperf3 report (for live views)."""
-    for line in reversed(text.splitlines()):
-        m = _INTERVAL.match(line)
-        if m:
-            return float(m["rate"]) * _UNIT[m["ru"]]
-    return None
+    """The bit rate of the last per-second report of an iperf3 server (for live views)."""
+    reports = [iv for iv in iperf_intervals(text) if iv is not None]
+    return reports[-1].rate_bps if reports else None
 
 
 def per_second(series: list[Series], t0: float, seconds: int) -> pd.DataFrame:

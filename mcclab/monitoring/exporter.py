@@ -41,7 +41,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from mcclab.commands import cmd
 from mcclab.execute import Runner
-from mcclab.experiment.tables import _INTERVAL, _UNIT
+from mcclab.experiment.tables import iperf_intervals
 from mcclab.links import kernel, userspace
 from mcclab.links.counters import LinkCounters
 from mcclab.links.plan import (
@@ -198,26 +198,17 @@ def parse_nft_counters(output: str) -> dict[str, int]:
 def parse_iperf(text: str) -> tuple[float | None, float]:
     """(rate of the last per-second report in bit/s, bytes over all reports) of a server log.
 
-    The end-of-test summary repeats the intervals and is skipped; after it the
-    rate is 0 (the test is over) until the next test's first report.
+    After a test's end-of-test summary the rate is 0 (the test is over) until
+    the next test's first report.
     """
     last: float | None = None
     total = 0.0
-    in_summary = False
-    for line in text.splitlines():
-        if "Accepted connection from" in line:
-            in_summary = False
+    for iv in iperf_intervals(text):
+        if iv is None:
+            last = 0.0
             continue
-        if line.startswith("- - -"):
-            in_summary, last = True, 0.0
-            continue
-        m = _INTERVAL.match(line)
-        if not m or in_summary:
-            continue
-        a, b = float(m["a"]), float(m["b"])
-        rate = float(m["rate"]) * _UNIT[m["ru"]]
-        last = rate
-        total += rate * (b - a) / 8.0
+        last = iv.rate_bps
+        total += iv.rate_bps * (iv.end - iv.start) / 8.0
     return last, total
 
 

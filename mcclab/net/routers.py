@@ -9,7 +9,6 @@ neighbours, RP reachable, vifs present) instead of sleeping.
 from __future__ import annotations
 
 import grp
-import ipaddress
 import os
 import pwd
 import subprocess
@@ -258,8 +257,3 @@ class RouterSet:
         rp_text = f", RP {rp} ({self.plan.address_of(rp)})" if rp else ""
         took = f" in {self.ready_after:.2f}s" if self.ready_after is not None else ""
         return f"{len(self.plans)} routers, {checks} checks passed{took}{rp_text}"
-
-
-def rp_address(topo: Topology, plan: AddressPlan) -> ipaddress.IPv4Address | None:
-    """The RP's address as configured on every router."""
-    return plan.address_of(topo.rp) if topo.rp and topo.routing.backend != "smcroute" else None
