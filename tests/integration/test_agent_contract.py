@@ -56,6 +56,15 @@ CASES: dict[str, dict] = {
         "expected": "1.2Mbit",
         "silent_channels": [2],  # above the receiver's level
     },
+    "rlc": {
+        "ssm": False,
+        # One layer at a short tau0, so every 1-s stats interval holds ~125 whole
+        # burst/silence/normal cycles and the rate is B_0 = s / tau0 within 5%.
+        "channels": [{"group": "239.7.2.1", "port": 6004}],
+        "params": {"layers": 1, "tau0": "1ms", "packet_size": "256B"},
+        "expected": "2.048Mbit",
+        "silent_channels": [],
+    },
 }
 
 
