@@ -189,10 +189,8 @@ class RlcReceiver(ReceiverCore):
         return [Join(0), *self._level_log(now, "start")]
 
     def _level_log(self, now: float, reason: str, cycle: int | None = None) -> list[Action]:
-        layers = self.level + 1
-        return [Log("gauge", {"name": "subscription_level", "value": layers}),
-                Log("rlc_level", {"level": self.level, "layers": layers, "reason": reason,
-                                  "cycle": cycle,
+        return [Log("rlc_level", {"level": self.level, "layers": self.level + 1,
+                                  "reason": reason, "cycle": cycle,
                                   "rate_bps": self.params.level_rate(self.level)})]
 
     def on_packet(self, now: float, header: Header, payload_len: int, group: str) -> list[Action]:
