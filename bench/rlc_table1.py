@@ -9,6 +9,7 @@ Eq. 2's band for c' in [1, 2]).
 
     python -m bench.rlc_table1 run --n 2 4 8 --discipline red droptail --profile quick
     python -m bench.rlc_table1 report results/rlc-table1/runs.json
+    python -m bench.rlc_table1 spec rlc-fig5 --tset 'tcp{i}.mss=1024B' --suffix mss1024
 """
 
 from __future__ import annotations
@@ -61,44 +62,71 @@ def _subst(value: Any, i: int) -> Any:
     return value
 
 
-def expand(spec: dict[str, Any], n: int) -> dict[str, Any]:
-    """The spec with every flow template (``count``) replicated so the total is ``n``."""
+def expand(spec: dict[str, Any], n: int | None = None,
+           template_sets: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The spec with every flow template (``count``) replicated.
+
+    With ``n``, the templates share ``n`` flows evenly (and the spec's name gets
+    ``-n<N>``); otherwise each keeps its own count. ``template_sets`` maps a
+    template's name (e.g. ``tcp{i}``) to keys to set on it before replication.
+    """
     out = copy.deepcopy(spec)
     templates = [f for f in out["flows"] if "count" in f]
-    per = n // len(templates) if templates else 0
-    if templates and per * len(templates) != n:
+    per = n // len(templates) if templates and n is not None else None
+    if per is not None and per * len(templates) != n:
         raise ValueError(f"N={n} does not split evenly over {len(templates)} templates")
     flows = []
     for f in out["flows"]:
+        f = {**f, **(template_sets or {}).get(f["name"], {})}
         if "count" not in f:
             flows.append(f)
             continue
         body = {k: v for k, v in f.items() if k != "count"}
-        flows += [_subst(body, i) for i in range(1, per + 1)]
+        flows += [_subst(body, i) for i in range(1, (per or f["count"]) + 1)]
     out["flows"] = flows
-    out["name"] = f"{spec['name']}-n{n}"
+    if n is not None:
+        out["name"] = f"{spec['name']}-n{n}"
     return out
 
 
-def run_one(discipline: str, n: int, profile: str, sets: list[str]) -> Path | None:
-    """Expand and run one (discipline, N); the run folder, or None if it failed."""
-    spec = yaml.safe_load((REPO / "experiments" / f"rlc-table1-{discipline}.yaml").read_text())
+def run_spec(spec: dict[str, Any], profile: str, sets: list[str]) -> Path | None:
+    """Write an expanded spec and run it; the run folder, or None if none was made."""
     specs = OUT / "specs"
     specs.mkdir(parents=True, exist_ok=True)
-    path = specs / f"rlc-table1-{discipline}-n{n}.yaml"
-    path.write_text(yaml.safe_dump(expand(spec, n), sort_keys=False))
+    path = specs / f"{spec['name']}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
     argv = [sys.executable, "-m", "mcclab", "run", str(path), "--profile", profile,
             "--wait", "7200"]
     for s in sets:
         argv += ["--set", s]
-    before = set((REPO / "results" / f"rlc-table1-{discipline}-n{n}").glob("*"))
+    base = REPO / "results" / spec["name"]
+    before = set(base.glob("*"))
     proc = subprocess.run(argv, check=False)
-    after = set((REPO / "results" / f"rlc-table1-{discipline}-n{n}").glob("*"))
-    new = sorted(after - before)
-    if proc.returncode != 0 or not new:
-        print(f"run failed: {discipline} N={n} (exit {proc.returncode})", file=sys.stderr)
-        return new[-1] if new else None
-    return new[-1]
+    new = sorted(set(base.glob("*")) - before)
+    if proc.returncode != 0:
+        print(f"run of {spec['name']} failed (exit {proc.returncode})", file=sys.stderr)
+    return new[-1] if new else None
+
+
+def run_one(discipline: str, n: int, profile: str, sets: list[str]) -> Path | None:
+    """Expand and run one (discipline, N) of Table 1."""
+    spec = yaml.safe_load((REPO / "experiments" / f"rlc-table1-{discipline}.yaml").read_text())
+    return run_spec(expand(spec, n), profile, sets)
+
+
+def cmd_spec(args: argparse.Namespace) -> None:
+    """Expand any spec's templates (with template sets and a name suffix) and run it."""
+    spec = yaml.safe_load((REPO / "experiments" / f"{args.spec}.yaml").read_text())
+    tsets: dict[str, dict[str, Any]] = {}
+    for item in args.tset or []:
+        key, value = item.split("=", 1)
+        name, field = key.rsplit(".", 1)
+        tsets.setdefault(name, {})[field] = yaml.safe_load(value)
+    out = expand(spec, None, tsets)
+    if args.suffix:
+        out["name"] = f"{out['name']}-{args.suffix}"
+    folder = run_spec(out, args.profile, args.set or [])
+    print(folder)
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -216,6 +244,13 @@ def main() -> None:
     r.add_argument("--profile", default="quick", choices=["quick", "paper"])
     r.add_argument("--set", action="append")
     r.set_defaults(fn=cmd_run)
+    sp = sub.add_parser("spec", help="expand and run any spec with flow templates")
+    sp.add_argument("spec")
+    sp.add_argument("--tset", action="append", help="TEMPLATE.key=value, e.g. tcp{i}.mss=1024B")
+    sp.add_argument("--suffix", default="")
+    sp.add_argument("--profile", default="quick", choices=["quick", "paper"])
+    sp.add_argument("--set", action="append")
+    sp.set_defaults(fn=cmd_spec)
     rep = sub.add_parser("report")
     rep.add_argument("runs", nargs="?", default=str(OUT / "runs.json"))
     rep.set_defaults(fn=cmd_report)

@@ -60,8 +60,12 @@ def fig7_figure(run: Run, folder: Path, flow: str = "rlc",
     for label, (xs, ys) in steps.items():
         ax.plot(xs, [y / scale for y in ys], label=label, linewidth=1.2)
     ax.set_yscale("log", base=2)
+    levels = range(0, max(1, round(math.log2(top / base))) + 1)
+    ax.set_yticks([base * 2 ** i / scale for i in levels],
+                  [f"{base * 2 ** i / scale:.3g}" for i in levels])
+    ax.minorticks_off()
     ax.set_xlabel("time (s)")
-    ax.set_ylabel(f"subscribed rate B_i ({unit})")
+    ax.set_ylabel(f"subscribed rate B_i ({unit}, payload)")
     ax.set_title("RLC Fig. 7 (left): receivers joining at different times")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, alpha=0.3)

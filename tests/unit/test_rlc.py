@@ -343,3 +343,80 @@ def test_loss_events_merge_losses_closer_than_td():
     assert loss_events([1.0, 1.5, 3.9, 4.0, 8.0], 3.0) == 3  # {1, 1.5, 3.9}, {4}, {8}
     assert loss_events([0.0, 2.9, 3.0, 5.9, 6.0], 3.0) == 3
     assert loss_events([5.0, 1.0], 3.0) == 2
+
+
+# ---- analysis: synchrony of receivers behind one bottleneck (Fig. 7) -----------------
+
+
+def test_sync_stats_convergence_and_fraction_in_sync():
+    from mcclab.analysis.rlc_analysis import sync_stats
+
+    traces = {
+        "a": [(0.0, 0), (1.0, 1), (3.0, 2), (20.0, 3), (24.0, 2)],
+        "b": [(2.0, 0), (2.5, 1), (10.0, 2), (20.0, 3), (22.0, 2)],
+    }
+    s = sync_stats(traces, end=30.0, step=0.01)
+    assert s["last_start"] == 2.0
+    assert s["converged_at"] == pytest.approx(10.0, abs=0.02)  # both at level 2 from 10 s
+    # out of sync only between 22 and 24 s: 2 of the 20 s after convergence
+    assert s["in_sync"] == pytest.approx(18 / 20, abs=0.01)
+    assert s["common_level"] == 2
+
+
+def test_sync_stats_never_converging():
+    from mcclab.analysis.rlc_analysis import sync_stats
+
+    s = sync_stats({"a": [(0.0, 1)], "b": [(0.0, 2)]}, end=10.0)
+    assert s["in_sync"] == 0.0 and math.isnan(s["converged_at"])
+
+
+def _write_run(folder):  # noqa: ANN001
+    """A two-instance RLC run folder with hand-picked counters (window 10..20 s)."""
+    import json as _json
+
+    import pandas as pd
+    import yaml as _yaml
+
+    (folder / "tables").mkdir(parents=True)
+    (folder / "run.json").write_text(_json.dumps({
+        "experiment": "t", "run_id": "x", "profile": "quick", "status": "complete",
+        "started": "2026-11-21T00:00:00+00:00", "duration_s": 20.0, "warmup_s": 10.0,
+        "elapsed_s": 20.0}))
+    (folder / "spec.yaml").write_text(_yaml.safe_dump({"name": "t", "flows": [
+        {"name": "a1", "type": "multicast", "protocol": "rlc"},
+        {"name": "b1", "type": "multicast", "protocol": "rlc"}]}))
+    rows, proto, links = [], [], []
+    # a1 gets 100 packets/s, b1 50 packets/s of 256 B
+    for t in range(1, 21):
+        for flow, node, pps in (("a1", "n5", 100), ("b1", "n3", 50)):
+            rows.append({"t": t, "flow": flow, "kind": "multicast", "node": node,
+                         "throughput_bps": pps * 256 * 8, "packets": pps, "lost": 0,
+                         "level": 3})
+            # cumulative core counters: 1 % lost, one loss event every 5 s
+            proto += [{"t": t, "flow": flow, "node": node, "role": "receiver", "name": n,
+                       "value": v} for n, v in (("rx_packets", pps * t),
+                                                ("lost_packets", pps * t / 99),
+                                                ("loss_events", t // 5))]
+        links.append({"t": t, "link": "n1-n2", "src": "n1", "dst": "n2",
+                      "pkts_out": 150 * t, "bytes_out": 150 * t * 284,
+                      "drops_queue": 3 * t, "drops_loss": 0, "qlen_pkts": 0})
+    pd.DataFrame(rows).to_csv(folder / "tables" / "per_second.csv", index=False)
+    pd.DataFrame(proto).to_csv(folder / "tables" / "protocol.csv", index=False)
+    pd.DataFrame(links).to_csv(folder / "tables" / "links.csv", index=False)
+
+
+def test_table1_indexes_from_a_run_folder(tmp_path):
+    from mcclab.analysis.results import load_run
+    from mcclab.analysis.rlc_analysis import table1_row
+
+    _write_run(tmp_path)
+    row = table1_row(load_run(tmp_path), capacity_bps=1.5e6)
+    assert row["instances"] == 2
+    assert row["fairness"] == pytest.approx((100 + 50) ** 2 / (2 * (100 ** 2 + 50 ** 2)))
+    assert row["router_loss"] == pytest.approx(3 / 153)  # drops over arrivals, 10..20 s
+    assert row["perceived_loss"] == pytest.approx(0.01)  # lost / (received + lost)
+    # two events in 10..20 s (at 15 and 20) over expected packets, per instance, averaged
+    expected = [pps * 10 * (1 + 1 / 99) for pps in (100, 50)]
+    assert row["burst_loss"] == pytest.approx(sum(2 / e for e in expected) / 2)
+    assert row["exploitation"] == pytest.approx(150 * 284 * 8 / 1.5e6)
+    assert row["exploitation_payload"] == pytest.approx(150 * 256 * 8 / 1.5e6)
