@@ -232,6 +232,37 @@ def cmd_report(args: argparse.Namespace) -> None:
         print(p)
 
 
+def cmd_fig5(args: argparse.Namespace) -> None:
+    """Aggregate RLC and TCP throughput over the window, and the Fig. 5 figure, per run."""
+    from mcclab.analysis.metrics import throughput
+    from mcclab.analysis.rlc_figures import fig5_figure
+
+    for folder in args.runs:
+        run = load_run(folder)
+        flows = sorted(run.per_second["flow"].unique())
+        groups = {"RLC (8 instances)": [f for f in flows if not f.startswith("tcp")],
+                  "TCP Reno (8 connections)": [f for f in flows if f.startswith("tcp")]}
+        agg = {g: sum(throughput(run.per_second, f, run.window) for f in fs)
+               for g, fs in groups.items()}
+        print(json.dumps({"run": str(folder), "window": run.window,
+                          **{g: round(v) for g, v in agg.items()},
+                          "rlc_over_tcp": agg["RLC (8 instances)"]
+                          / agg["TCP Reno (8 connections)"]}))
+        for path in fig5_figure(run, run.path / "figures", groups, name="rlc-fig5",
+                                title=f"RLC Fig. 5: {run.info.experiment}"):
+            print(path)
+
+
+def cmd_fig7(args: argparse.Namespace) -> None:
+    """Convergence and synchrony of r2-r4, and the Fig. 7 figure."""
+    from mcclab.analysis.rlc_figures import fig7_figure, fig7_sync
+
+    run = load_run(args.run)
+    print(json.dumps(fig7_sync(run)))
+    for path in fig7_figure(run, run.path / "figures"):
+        print(path)
+
+
 def main() -> None:
     """Command line."""
     ap = argparse.ArgumentParser(description=__doc__,
@@ -251,6 +282,12 @@ def main() -> None:
     sp.add_argument("--profile", default="quick", choices=["quick", "paper"])
     sp.add_argument("--set", action="append")
     sp.set_defaults(fn=cmd_spec)
+    f5 = sub.add_parser("fig5", help="Fig. 5 numbers and figure of rlc-fig5 runs")
+    f5.add_argument("runs", nargs="+")
+    f5.set_defaults(fn=cmd_fig5)
+    f7 = sub.add_parser("fig7", help="Fig. 7 synchrony numbers and figure of an rlc-fig7 run")
+    f7.add_argument("run")
+    f7.set_defaults(fn=cmd_fig7)
     rep = sub.add_parser("report")
     rep.add_argument("runs", nargs="?", default=str(OUT / "runs.json"))
     rep.set_defaults(fn=cmd_report)
