@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from mcclab.experiment.quantities import Reference
+from mcclab.experiment.quantities import FigureRef, Reference
 from mcclab.model.topology import LinkOverride, NodeName, StrictModel
 from mcclab.model.units import Duration, Rate, Size
 
@@ -144,6 +144,8 @@ class Experiment(StrictModel):
     seed: int = 1
     flows: list[Flow] = Field(min_length=1)
     references: list[Reference] = Field(default_factory=list)
+    figures: list[FigureRef] = Field(
+        default_factory=list, description="plugin figures drawn for each run, with the built-ins")
     profiles: dict[Literal["quick", "paper"], Profile] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -164,6 +166,10 @@ class Experiment(StrictModel):
             for flow in _flows_of(ref):
                 if flow not in known:
                     raise ValueError(f"references[{i}]: unknown flow {flow!r}")
+        for i, fig in enumerate(self.figures):
+            problem = fig.check()
+            if problem:
+                raise ValueError(f"figures[{i}].{problem}")
         return self
 
 
@@ -174,6 +180,20 @@ def _flows_of(ref: Any) -> list[str]:
         if getattr(ref, attr, None):
             out.append(getattr(ref, attr))
     out += list(getattr(ref, "flows", []) or []) + list(getattr(ref, "of_flows", []) or [])
+    return out + [name for _, name in plugin_arg_flows(ref)]
+
+
+def plugin_arg_flows(ref: Any) -> list[tuple[str, str]]:
+    """(field, flow) pairs a measure names in its ``args``: by convention ``flow`` and ``flows``.
+
+    Measures may take flows under other names too; only these two are checked.
+    """
+    args = getattr(ref, "args", None) or {}
+    out = []
+    if isinstance(args.get("flow"), str):
+        out.append(("args.flow", args["flow"]))
+    if isinstance(args.get("flows"), list):
+        out += [(f"args.flows[{j}]", f) for j, f in enumerate(args["flows"]) if isinstance(f, str)]
     return out
 
 
