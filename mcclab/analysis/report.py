@@ -272,8 +272,25 @@ def build_report(folder: Path | str) -> Path:
     return page
 
 
+def _sweep_report(folder: Path, console: Any, err: Any) -> bool:
+    """Rebuild a sweep's report (not its runs'); print its status; False if unreadable."""
+    from mcclab.analysis.results import RunError
+    from mcclab.analysis.sweep import build_sweep_report, load_sweep
+
+    try:
+        page = build_sweep_report(folder)
+    except RunError as exc:
+        err.print(f"[red]cannot analyse[/red] {folder}\n{exc}", highlight=False, soft_wrap=True)
+        return False
+    info = load_sweep(folder).info
+    colour = {"complete": "green", "interrupted": "yellow"}.get(info.status, "red")
+    console.print(f"[{colour}]sweep {info.status}[/{colour}] {len(info.runs)} of "
+                  f"{info.planned} runs: {page}", highlight=False, soft_wrap=True)
+    return True
+
+
 def report_command(runs: list[Path]) -> None:
-    """``mcclab report RUN...``: build each run's report; exit 2 if any folder is unreadable."""
+    """``mcclab report FOLDER...``: build each run's (or sweep's) report; exit 2 if unreadable."""
     import typer
     from rich.console import Console
 
@@ -283,6 +300,9 @@ def report_command(runs: list[Path]) -> None:
     console, err = Console(), Console(stderr=True)
     bad = 0
     for folder in runs:
+        if (Path(folder) / "sweep.json").is_file():
+            bad += not _sweep_report(Path(folder), console, err)
+            continue
         try:
             page = build_report(folder)
         except (RunError, SpecError) as exc:

@@ -161,9 +161,13 @@ def _cross_check(exp: Experiment, topo: Topology, path: Path) -> None:
         raise SpecError(path, problems)
 
 
-def resolve(name_or_path: str, profile: str = "paper", sets: list[str] | None = None
-            ) -> Resolved:
-    """Load a spec, apply the profile and ``--set`` overrides, and check it all."""
+def resolve(name_or_path: str, profile: str = "paper", sets: list[str] | None = None,
+            extra: dict[str, Any] | None = None) -> Resolved:
+    """Load a spec, apply the profile and ``--set`` overrides, and check it all.
+
+    ``extra`` holds overrides with values as data (a sweep point), applied
+    last, after the command line's.
+    """
     path = find_experiment(name_or_path)
     raw = read_yaml(path)
     if profile not in PROFILES:
@@ -174,6 +178,7 @@ def resolve(name_or_path: str, profile: str = "paper", sets: list[str] | None = 
         raise SpecError(path, [("profiles.quick", "this experiment defines no quick profile")])
     overrides = list((chosen.get("set") or {}).items()) if isinstance(chosen, dict) else []
     overrides += list(parse_set(sets or [], path).items())
+    overrides += list((extra or {}).items())
     apply_overrides(data, overrides, path)
     exp = validate(Experiment, data, path)
     topo = _topology_for(exp, path)

@@ -9,6 +9,7 @@ written in ``profiles.quick.scaling`` and shown in the report).
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -131,6 +132,33 @@ class Profile(StrictModel):
                                 description="dotted keys to override, e.g. duration: 30s")
 
 
+class SweepSpec(StrictModel):
+    """A parameter sweep: the product of the values of dotted keys, each point one run."""
+
+    description: str = ""
+    over: dict[str, list[Any]] = Field(
+        min_length=1, description="dotted key (as for --set) to the values it takes")
+    figures: list[FigureRef] = Field(default_factory=list,
+                                     description="sweep figures (@sweep_figure plugins)")
+
+    @model_validator(mode="after")
+    def _values(self) -> SweepSpec:
+        for key, values in self.over.items():
+            if not values:
+                raise ValueError(f"over.{key}: give at least one value")
+        for i, fig in enumerate(self.figures):
+            problem = fig.check(sweep=True)
+            if problem:
+                raise ValueError(f"figures[{i}].{problem}")
+        return self
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every combination of the values, the first key varying slowest."""
+        keys = list(self.over)
+        return [dict(zip(keys, combo, strict=True))
+                for combo in itertools.product(*self.over.values())]
+
+
 class Experiment(StrictModel):
     """A complete experiment."""
 
@@ -147,6 +175,8 @@ class Experiment(StrictModel):
     figures: list[FigureRef] = Field(
         default_factory=list, description="plugin figures drawn for each run, with the built-ins")
     profiles: dict[Literal["quick", "paper"], Profile] = Field(default_factory=dict)
+    sweeps: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")], SweepSpec] = Field(
+        default_factory=dict, description="named sweeps, run with 'mcclab sweep'")
 
     @model_validator(mode="after")
     def _timeline(self) -> Experiment:

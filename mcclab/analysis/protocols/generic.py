@@ -7,15 +7,18 @@ of a plugin module (``docs/experiments.md``, "Analysis plugins").
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 
 from mcclab.analysis import metrics
 from mcclab.analysis.figures import STYLE, rate_scale, save
-from mcclab.analysis.plugins import figure, measure
+from mcclab.analysis.plugins import figure, measure, sweep_figure
 from mcclab.analysis.results import Run
-from mcclab.model.units import parse_duration
+from mcclab.analysis.sweep import Sweep, table_cell
+from mcclab.model.units import parse_duration, parse_rate
 
 
 def _interval(run: Run, start: str | None, end: str | None) -> metrics.Window:
@@ -97,3 +100,65 @@ def rates_figure(run: Run, folder: Path, flows: list[str] | None = None, smooth:
         title = "mean rate per flow" + (f" ({smooth}-s moving average)" if smooth > 1 else "")
         fig.suptitle(f"{run.spec.name}: {title}", x=0.01, ha="left", fontsize=11)
         return save(fig, folder, name)
+
+
+def _numeric(values: list[Any]) -> tuple[list[float], str] | None:
+    """Swept values as numbers and their axis unit (plain, durations in s, rates scaled).
+
+    None when they are not all numbers of one kind (then they are categories).
+    """
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return [float(v) for v in values], ""
+    for parse, unit in ((parse_duration, "s"), (parse_rate, "bit/s")):
+        try:
+            numbers = [float(parse(v)) for v in values]
+        except (TypeError, ValueError):
+            continue
+        if unit == "bit/s":
+            scale, unit = rate_scale(max(numbers))
+            numbers = [n / scale for n in numbers]
+        return numbers, unit
+    return None
+
+
+@sweep_figure("generic.sweep_quantity")
+def sweep_quantity(sweep: Sweep, folder: Path, label: str, x: str | None = None,
+                   by: str | None = None, name: str | None = None) -> list[Path]:
+    """A reference quantity, measured in each run, against a swept key (paper values dashed)."""
+    x = x or sweep.keys[0]
+    if x not in sweep.keys or (by is not None and by not in sweep.keys):
+        raise ValueError(f"x and by must be swept keys: {', '.join(sweep.keys)}")
+    rows = sweep.quantity(label)
+    unit = str(rows["unit"].iloc[0]) if len(rows) else ""
+    scale, shown = (rate_scale(float(rows["measured"].max() or 0)) if unit == "bit/s"
+                    else (1.0, "" if unit in ("1", "fraction") else unit))
+    groups = [(None, rows)] if by is None else list(rows.groupby(by, sort=False))
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+        categories = list(dict.fromkeys(sweep.info.over[x]))
+        numeric = _numeric(categories)
+        numbers, x_unit = numeric if numeric is not None else (None, "")
+        # Table cells hold non-scalar values as JSON; compare in that form.
+        position = {table_cell(c): i for i, c in enumerate(categories)}
+        for i, (value, part) in enumerate(groups):
+            where = [position[v] for v in part[x]]
+            xs = [numbers[w] for w in where] if numbers is not None else where
+            colour = f"C{i % 10}"
+            tag = f"{by}={value}" if by is not None else "measured"
+            ax.plot(xs, part["measured"].astype(float) / scale, "o-", color=colour, label=tag)
+            ax.plot(xs, part["paper"].astype(float) / scale, "--", color=colour, lw=0.9,
+                    alpha=0.7, label=None if by is not None else "paper")
+        if numbers is None:
+            ax.set_xticks(range(len(categories)), [str(c) for c in categories])
+        ax.set_xlabel(f"{x} ({x_unit})" if x_unit else x)
+        ax.set_ylabel(f"{label} ({shown})" if shown else label)
+        ax.set_ylim(bottom=0)
+        if len(rows):
+            ax.legend(fontsize=9)
+        else:
+            ax.text(0.5, 0.5, f"no run measured {label!r}", transform=ax.transAxes,
+                    ha="center", color="grey")
+        fig.suptitle(f"{sweep.info.experiment}: {label} by {x}", x=0.01, ha="left",
+                     fontsize=11)
+        stem = name or "sweep-" + re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-").lower()
+        return save(fig, folder, stem)
