@@ -179,40 +179,17 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def fig3(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
-    """Throughput vs burst loss rate per instance, with Eq. 2 for c' = 1 and 2 (log-log)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from mcclab.analysis.figures import save
-    from mcclab.analysis.rlc_model import eq2_throughput
+    """Fig. 3 per discipline: every instance of every N, with Eq. 2's band."""
+    from mcclab.analysis.rlc_figures import fig3_figure
 
     paths = []
     for discipline in ("red", "droptail"):
-        pts = [(p["burst_loss"], p["throughput_Bps"], r["n"]) for r in rows
-               if r["discipline"] == discipline for p in r["points"]
-               if p["burst_loss"] and p["burst_loss"] > 0]
-        if not pts:
-            continue
-        fig, ax = plt.subplots(figsize=(5.5, 4))
-        ps = np.logspace(-5, -0.5, 100)
-        for c, style in ((1.0, "-"), (2.0, "--")):
-            ax.plot(ps, [eq2_throughput(p, 256, 0.125, 1, 8, c) / 1e3 for p in ps], "k" + style,
-                    label=f"Eq. 2, c' = {c:g}")
-        for n, marker in zip(sorted({n for *_, n in pts}), "os^vDx*", strict=False):
-            xs = [p for p, _, m in pts if m == n]
-            ys = [t / 1e3 for _, t, m in pts if m == n]
-            ax.plot(xs, ys, marker, linestyle="none", label=f"N = {n}", alpha=0.8)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("burst loss rate")
-        ax.set_ylabel("throughput (KB/s)")
-        ax.set_title(f"RLC Fig. 3 ({'RED' if discipline == 'red' else 'tail-drop'})")
-        ax.legend(fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
-        paths += save(fig, folder, f"rlc-fig3-{discipline}")
+        pts = [(p["burst_loss"], p["throughput_Bps"], f"N = {r['n']}") for r in
+               sorted(rows, key=lambda r: r["n"]) if r["discipline"] == discipline
+               for p in r["points"]]
+        if pts:
+            paths += fig3_figure(pts, folder, "RED" if discipline == "red" else "tail-drop",
+                                 name=f"rlc-fig3-{discipline}")
     return paths
 
 

@@ -101,3 +101,33 @@ def fig5_figure(run: Run, folder: Path, groups: dict[str, list[str]], name: str 
     ax.legend()
     ax.grid(True, alpha=0.3)
     return save(fig, folder, name)
+
+
+def fig3_figure(points: list[tuple[float, float, object]], folder: Path, title: str,
+                name: str = "rlc-fig3", packet_size: int = 256, tau0: float = 0.125,
+                P: int = 1, W: int = 8) -> list[Path]:  # noqa: N803
+    """Throughput (KB/s) vs burst loss rate, one marker per label, with Eq. 2 for c' = 1, 2."""
+    import numpy as np
+
+    from mcclab.analysis.rlc_model import eq2_throughput
+
+    pts = [(p, t, lab) for p, t, lab in points if p and p > 0 and not math.isnan(p)]
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    lo = min((p for p, _, _ in pts), default=1e-4) / 3
+    hi = max((p for p, _, _ in pts), default=1e-1) * 3
+    ps = np.logspace(math.log10(lo), math.log10(hi), 100)
+    for c, style in ((1.0, "-"), (2.0, "--")):
+        ax.plot(ps, [eq2_throughput(p, packet_size, tau0, P, W, c) / 1e3 for p in ps],
+                "k" + style, label=f"Eq. 2, c' = {c:g}")
+    labels = list(dict.fromkeys(lab for *_, lab in pts))
+    for lab, marker in zip(labels, "os^vDx*+<>", strict=False):
+        ax.plot([p for p, _, m in pts if m == lab], [t / 1e3 for _, t, m in pts if m == lab],
+                marker, linestyle="none", label=str(lab), alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("burst loss rate")
+    ax.set_ylabel("throughput (KB/s)")
+    ax.set_title(f"RLC Fig. 3: {title}", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    return save(fig, folder, name)
