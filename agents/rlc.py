@@ -142,7 +142,9 @@ class RlcSender(SenderCore):
         return actions
 
     def metrics(self) -> dict[str, float]:
-        return {"layers": self.params.layers, "cycle": self.cycle,
+        p = self.params
+        return {"layers": p.layers, "cycle": self.cycle,
+                "sp_interval_seconds": p.P * p.W * p.tau0,
                 "target_rate_bps": self.params.level_rate(self.params.layers - 1),
                 "skipped_transmissions": self.skipped}
 
@@ -183,6 +185,7 @@ class RlcReceiver(ReceiverCore):
         self.event_start: float | None = None
         self.burst_loss_cycles: set[int] = set()
         self.c = RlcCounters()
+        self.now = float("-inf")  # time of the latest event, for the deaf gauge
 
     # rules
     def start(self, now: float) -> list[Action]:
@@ -194,6 +197,7 @@ class RlcReceiver(ReceiverCore):
                                   "rate_bps": self.params.level_rate(self.level)})]
 
     def on_packet(self, now: float, header: Header, payload_len: int, group: str) -> list[Action]:
+        self.now = now
         ext: RlcExt = header.ext
         layer = header.channel
         if ext is None or ext.layer != layer or layer > self.level:
@@ -292,7 +296,8 @@ class RlcReceiver(ReceiverCore):
             "subscription_level": self.level + 1,
             "level": self.level,
             "level_rate_bps": self.params.level_rate(self.level),
-            "joins": c.joins, "leaves": c.leaves,
+            "sp_joins": c.joins, "deaf_periods": c.leaves,
+            "deaf": 1.0 if self.now < self.deaf_until else 0.0,
             "rx_packets": c.received, "lost_packets": c.lost,
             "lost_burst_phase": c.lost_burst, "lost_normal_phase": c.lost_normal,
             "loss_events": c.loss_events, "ignored_deaf": c.ignored_deaf,

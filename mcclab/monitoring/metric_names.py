@@ -119,6 +119,30 @@ CORE_GAUGES: dict[str, ProtocolGauges] = {
         sender={"layers": "number of layers", "target_rate_bps": "sum of the layer rates"},
         receiver={"subscription_level": "layers joined (level k = layers 0..k-1)",
                   "subscribed_rate_bps": "sum of the joined layers' rates, bit/s"}),
+    "rlc": ProtocolGauges(
+        "rlc",
+        sender={"layers": "number of layers", "sp_interval_seconds": "time between SPs",
+                "cycle": "current burst cycle number",
+                "target_rate_bps": "B_(l-1): all layers, bit/s of payload",
+                "skipped_transmissions": "grid points skipped after a stall, cumulative"},
+        receiver={
+            "subscription_level": "layers joined",
+            "level": "the paper's subscription level i (layers 0..i joined)",
+            "level_rate_bps": "B_i of the current level, bit/s of payload",
+            "sp_joins": "joins made at synchronisation points, cumulative",
+            "deaf": "1 while in a deaf period after a drop, else 0",
+            "deaf_periods": "deaf periods entered, cumulative",
+            "rx_packets": "packets received on joined layers, cumulative",
+            "lost_packets": "packets lost on joined layers, cumulative",
+            "lost_burst_phase": "lost packets that belonged to a burst, cumulative",
+            "lost_normal_phase": "lost packets of the normal phase, cumulative",
+            "loss_events": "losses counted once per deaf period (burst losses), cumulative",
+            "ignored_deaf": "normal-phase losses ignored in a deaf period, cumulative",
+            "sp_seen": "SPs of the current level seen, cumulative",
+            "sp_blocked": "SPs where the burst had a loss (no join), cumulative",
+            "perceived_loss_rate": "lost over expected packets on joined layers",
+            "burst_loss_rate": "loss events over expected packets",
+        }),
 }
 
 # Protocols without an agent yet: THE CONTRACT their cores must export. Every
@@ -133,15 +157,6 @@ PENDING_CORE_GAUGES: dict[str, ProtocolGauges] = {
             "lossp": "LOSSP: the loss event probability estimate (0..1)",
             "trate_bps": "TRATE: the target reception rate from the equation, bit/s",
             "nwc": "NWC: the receiver's NWC variable (the wave channel count of RFC 3738)",
-        }),
-    "rlc": ProtocolGauges(
-        "rlc",
-        sender={"layers": "number of layers", "sp_interval_seconds": "time between SPs"},
-        receiver={
-            "subscription_level": "layers joined",
-            "sp_joins": "joins made at synchronisation points, cumulative",
-            "deaf": "1 while in a deaf period after a drop, else 0",
-            "deaf_periods": "deaf periods entered, cumulative",
         }),
     "ormcc": ProtocolGauges(
         "ormcc",

@@ -83,8 +83,8 @@ def test_rlc_climbs_to_the_bottleneck_and_backs_off(tmp_path):
     proto = pd.read_csv(run / "tables" / "protocol.csv")
     rx = proto[(proto["node"] == "n5") & (proto["role"] == "receiver")]
     last = rx[rx["t"] == rx["t"].max()].set_index("name")["value"]
-    assert last["joins"] == sum(1 for _, _, r in trace if r == "sp")
-    assert last["leaves"] == len(backoffs) >= 1
+    assert last["sp_joins"] == sum(1 for _, _, r in trace if r == "sp")
+    assert last["deaf_periods"] == len(backoffs) >= 1
     assert last["lost_normal_phase"] > 0 and last["loss_events"] >= 1
     assert last["loss_events"] <= last["lost_packets"]
     assert set(rx[rx["name"] == "subscription_level"]["value"]) >= {5.0, 6.0}

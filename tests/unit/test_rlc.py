@@ -297,7 +297,7 @@ def test_sim_receiver_climbs_and_oscillates_below_a_bottleneck():
     assert levels[:5] == [0, 1, 2, 3, 4]  # climbs one level per SP
     assert max(levels) == 5 and levels[-1] in (4, 5)  # B_4 = 262k < 300k < B_5 = 524k
     m = node.agent.core.metrics()
-    assert m["leaves"] >= 2 and m["joins"] >= m["leaves"]
+    assert m["deaf_periods"] >= 2 and m["sp_joins"] >= m["deaf_periods"]
     # burst losses (merged within t_D) are far rarer than the packets lost
     assert 0 < m["burst_loss_rate"] < m["perceived_loss_rate"]
     stats = node.records("stats")[-30:]
