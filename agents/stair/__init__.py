@@ -1,0 +1,1 @@
+"""STAIR: fine-grained layered multicast with stair layers (Byers et al., ToN 2006)."""
