@@ -7,15 +7,10 @@ layers, ``config`` the parameters, channel layout and header extension,
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from agents.runtime.registry import ProtocolSpec, register
 from agents.stair.config import STAIR_EXT, Layout, StairParams
 from agents.stair.receiver import StairReceiver
 from agents.stair.sender import StairSender
-
-# unicast feedback (the RTT probe) where the runtime has it
-_FEEDBACK = {"feedback": True} if "feedback" in {f.name for f in fields(ProtocolSpec)} else {}
 
 SPEC = register(ProtocolSpec(
     name="stair", protocol_id=6, params=StairParams, sender=StairSender,
@@ -23,5 +18,5 @@ SPEC = register(ProtocolSpec(
     channels=lambda params: Layout(params).channels,
     example_params={"base_rate": "256kbit", "packet_size": "512B", "max_rate": "2Mbit",
                     "rtt_source": "fixed", "rtt": "32ms"},
-    **_FEEDBACK,
+    feedback=True,
 ))

@@ -75,8 +75,8 @@ class StairParams(BaseModel):
             raise ValueError(
                 f"base_rate x stair_base / (8 x packet_size) = {w:g} packets: the fastest stair "
                 "must top out at a whole number (>= 1) of packets per RTT (Fig. 7 calibration)")
-        if self.units < 2:
-            raise ValueError("max_rate must be at least twice base_rate")
+        if self.units < 1:
+            raise ValueError("max_rate must be at least base_rate")
         if self.rtt_source == "fixed" and self.rtt is None:
             raise ValueError("rtt_source fixed needs rtt")
         return self

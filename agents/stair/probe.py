@@ -8,23 +8,14 @@ clock (u64); 16 bytes, checked on both sides.
 from __future__ import annotations
 
 import struct
-from typing import Any
 
-try:  # unicast feedback (runtime item A); without it only mrtt/fixed RTTs work
-    from agents.runtime.actions import Feedback
-except ImportError:  # pragma: no cover - until the runtime has it
-    Feedback = None  # type: ignore[assignment,misc]
+from agents.runtime.actions import Feedback
 
 MAGIC = b"STRP"
 PROBE = struct.Struct("!4sIQ")
 
 
-def feedback_available() -> bool:
-    """Whether the runtime offers unicast feedback."""
-    return Feedback is not None
-
-
-def probe(seq: int, now: float) -> Any:
+def probe(seq: int, now: float) -> Feedback:
     """The feedback action carrying probe ``seq`` sent at ``now`` (to the sender)."""
     return Feedback(PROBE.pack(MAGIC, seq & 0xFFFFFFFF, max(0, int(now * 1e9))))
 
@@ -39,8 +30,8 @@ def parse(data: bytes) -> tuple[int, float] | None:
     return seq, sent_ns / 1e9
 
 
-def echo(data: bytes, peer: str) -> Any | None:
+def echo(data: bytes, peer: str) -> Feedback | None:
     """The sender's reply to a probe: the same bytes back to ``peer`` (None if not a probe)."""
-    if Feedback is None or parse(data) is None:
+    if parse(data) is None:
         return None
     return Feedback(data, to=peer)

@@ -22,7 +22,7 @@ from agents.runtime.header import Header
 from agents.runtime.session import Session
 from agents.stair.config import SL, Layout, StairParams
 from agents.stair.layering import Subscription
-from agents.stair.probe import feedback_available, parse, probe
+from agents.stair.probe import parse, probe
 from agents.stair.stairs import select_complex, select_simple
 
 PROBE = "probe"
@@ -113,7 +113,7 @@ class StairReceiver(ReceiverCore):
         actions: list[Action] = [self._join(now, channel(g)) for g in sorted(self.sub)]
         if self.rtt is not None:
             actions += self._set_stairs(now, self._select())
-        if self.p.rtt_source == "probe" and feedback_available():
+        if self.p.rtt_source == "probe":
             actions += self.on_timer(now, PROBE)
         actions.append(self._event("subscription", now, len(self.joined), 0, self.units))
         return actions

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from agents.runtime.actions import Join, Leave, Log, Send, SetTimer
+from agents.runtime.actions import Feedback, Join, Leave, Log, Send, SetTimer
 from agents.runtime.header import Header
 from agents.runtime.registry import get
 from agents.runtime.session import Session
 from agents.sim import Link, simulate
 from agents.stair.config import CL, NCL, SL, Layout, StairExt, StairParams
+from agents.stair.probe import PROBE
 from agents.stair.receiver import StairReceiver
 from agents.stair.sender import StairSender
 from agents.stair.stairs import (
@@ -33,7 +34,7 @@ def session(p: dict) -> Session:
     n = Layout(StairParams(**p)).channels
     chans = [{"group": f"239.1.1.{i + 1}", "port": 5000} for i in range(n)]
     return Session(protocol="stair", flow="st", session_id=1, source="10.0.0.1",
-                   channels=chans, params=p, nodes={})
+                   channels=chans, params=p, nodes={}, feedback_port=6000)
 
 
 def test_stair_period_def8():
@@ -230,14 +231,18 @@ def test_receiver_rtt_from_probe_and_mrtt():
     core = StairReceiver(params(rtt_source="probe", rtt=None))
     out = core.start(0.0)
     assert not [a for a in out if isinstance(a, Join) and core.layout.layer(a.channel)[0] == SL]
-    from agents.stair import probe as probe_mod
-    if probe_mod.feedback_available():
-        (fb,) = [a for a in out if type(a).__name__ == "Feedback"]
-        out = core.on_feedback(0.07, fb.data, "10.0.0.1:5000")
-        assert core.rtt == pytest.approx(0.07)
-        assert Join(core.layout.channel(SL, 2)) in out  # 70 ms -> SL_64
-        core.on_feedback(0.2, probe_mod.PROBE.pack(b"STRP", 2, int(0.1e9)), "x")
-        assert core.rtt == pytest.approx(0.07 + 0.125 * (0.1 - 0.07))
+    (fb,) = [a for a in out if isinstance(a, Feedback)]
+    assert fb.to is None  # to the sender
+    assert SetTimer("probe", 1.0) in out
+    # the sender echoes it unchanged to the peer it came from
+    (echo,) = StairSender(params()).on_feedback(0.05, fb.data, "10.0.5.2:40000")
+    assert echo == Feedback(fb.data, to="10.0.5.2:40000")
+    assert StairSender(params()).on_feedback(0.05, b"x" * 16, "p") == []
+    out = core.on_feedback(0.07, echo.data, "10.0.0.1:5000")
+    assert core.rtt == pytest.approx(0.07)
+    assert Join(core.layout.channel(SL, 2)) in out  # 70 ms -> SL_64
+    core.on_feedback(0.2, PROBE.pack(b"STRP", 2, int(0.1e9)), "x")
+    assert core.rtt == pytest.approx(0.07 + 0.125 * (0.1 - 0.07))
     assert core.on_feedback(0.3, b"junk", "x") == []
     # MRTT: the join latency of the first joined layer
     mr = StairReceiver(params(rtt_source="mrtt", rtt=None))
@@ -272,3 +277,15 @@ def test_additive_increase_is_one_packet_per_rtt_per_rtt():
     assert core.counts["increases"] == full_periods
     assert core.counts["increases"] == pytest.approx(6.0 / period - 1, abs=1.5)
     assert core.counts["decreases"] == 0
+
+
+def test_probe_rtt_in_simulated_time():
+    # feedback crosses the receiver's link delay each way: RTT = 2 x 40 ms (+ queueing)
+    p = {**PARAMS, "rtt_source": "probe", "rtt": None, "probe_interval": "0.5s"}
+    p.pop("rtt")
+    res = simulate(session(p), "s", ["r"], duration=5.0, links={"r": Link(delay=0.04)})
+    core = res.receivers["r"].agent.core
+    assert core.counts["probe_replies"] >= 8
+    assert core.rtt == pytest.approx(0.08, abs=0.005)
+    assert core.stairs == (2,)  # 80 ms -> SL_64
+    assert res.sender.agent.core.probes_echoed == core.counts["probe_replies"]
