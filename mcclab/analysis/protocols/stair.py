@@ -1,0 +1,178 @@
+"""STAIR analysis (ToN 2006 sec. VI): TCP-friendliness ratios, link dilation (Def. 4),
+and the paper-style figures (Figs. 9, 11, 13: a STAIR receiver against a representative
+TCP flow with the TCP mean and standard deviation; Fig. 14: dilation over time).
+
+Dilation of a link direction ``src -> dst`` at second ``t`` is
+``C(t) / M(t)``: ``C`` is the payload the link carried in that second (its
+``bytes_out`` minus 28 bytes of IP and UDP header per packet, from
+``tables/links.csv``), ``M`` the largest reception rate demanded by the STAIR
+receivers downstream of it (packets received plus packets lost, times the
+packet size, from ``tables/per_second.csv``). The link must carry nothing but
+the session (the STAIR topologies put the TCP sources below it).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from mcclab.analysis import metrics
+from mcclab.analysis.figures import STYLE, rate_scale, save
+from mcclab.analysis.plugins import figure, measure
+from mcclab.analysis.results import Run
+from mcclab.model.units import parse_size
+
+IP_UDP_HEADER = 28
+
+
+def demanded_rate(per_second: pd.DataFrame, flow: str, nodes: list[str],
+                  packet_size: int) -> pd.Series:
+    """Per second, the largest rate (bit/s) any of ``nodes`` was subscribed to:
+    (packets received + packets lost) x packet size."""
+    rows = per_second[(per_second["flow"] == flow) & per_second["node"].isin(nodes)]
+    demand = (rows["packets"] + rows["lost"]) * packet_size * 8
+    return demand.groupby(rows["t"]).max().sort_index()
+
+
+def link_payload_rate(links: pd.DataFrame, src: str, dst: str) -> pd.Series:
+    """Per second, UDP payload bits the ``src -> dst`` direction carried (from its counters)."""
+    rows = links[(links["src"] == src) & (links["dst"] == dst)].sort_values("t")
+    if rows.empty:
+        return pd.Series(dtype=float)
+    pkts = rows["pkts_out"].diff()
+    octets = rows["bytes_out"].diff()
+    dt = rows["t"].diff()
+    rate = (octets - pkts * IP_UDP_HEADER) * 8 / dt
+    rate.index = rows["t"].round().astype(int)
+    return rate.dropna()
+
+
+def dilation_series(run: Run, flow: str, src: str, dst: str, nodes: list[str]) -> pd.Series:
+    """Def. 4 per second over the run's window (seconds where no receiver demanded
+    anything are left out)."""
+    if run.links is None:
+        return pd.Series(dtype=float)
+    size = _packet_size(run, flow)
+    demand = demanded_rate(run.per_second, flow, nodes, size)
+    carried = link_payload_rate(run.links, src, dst)
+    both = pd.concat({"c": carried, "m": demand}, axis=1).dropna()
+    both = both[both["m"] > 0]
+    lo, hi = run.window
+    both = both[(both.index > lo) & (both.index <= hi)]
+    return both["c"] / both["m"]
+
+
+def _packet_size(run: Run, flow: str) -> int:
+    """The flow's packet size from the spec (default 512 B, the paper's)."""
+    for f in run.spec.flows:
+        if f.name == flow:
+            params = (getattr(f, "model_extra", None) or {}).get("params") or {}
+            if isinstance(params, dict) and "packet_size" in params:
+                return parse_size(params["packet_size"])
+    return 512
+
+
+def _throughput(run: Run, flow: str, node: str | None = None) -> float:
+    return metrics.throughput(run.per_second, flow, run.window, node)
+
+
+@measure("stair.tcp_ratio", unit="1")
+def tcp_ratio(run: Run, flow: str, node: str, tcp: list[str]) -> float:
+    """STAIR's throughput at ``node`` over the mean throughput of the ``tcp`` flows."""
+    rates = [_throughput(run, f) for f in tcp]
+    rates = [r for r in rates if not math.isnan(r)]
+    if not rates or sum(rates) == 0:
+        return math.nan
+    return _throughput(run, flow, node) / (sum(rates) / len(rates))
+
+
+@measure("stair.receiver_ratio", unit="1")
+def receiver_ratio(run: Run, flow: str, numerator: str, denominator: str) -> float:
+    """Throughput of one receiver of ``flow`` over another's (Fig. 11's 4:2:1)."""
+    bottom = _throughput(run, flow, denominator)
+    if not bottom or math.isnan(bottom):
+        return math.nan
+    return _throughput(run, flow, numerator) / bottom
+
+
+@measure("stair.dilation_max", unit="1")
+def dilation_max(run: Run, flow: str, src: str, dst: str, nodes: list[str],
+                 quantile: float = 1.0) -> float:
+    """The largest (or the ``quantile``) per-second dilation of ``src -> dst`` (Def. 4)."""
+    series = dilation_series(run, flow, src, dst, nodes)
+    return float(series.quantile(quantile)) if len(series) else math.nan
+
+
+@measure("stair.dilation_mean", unit="1")
+def dilation_mean(run: Run, flow: str, src: str, dst: str, nodes: list[str]) -> float:
+    """Mean per-second dilation of ``src -> dst`` over the window."""
+    series = dilation_series(run, flow, src, dst, nodes)
+    return float(series.mean()) if len(series) else math.nan
+
+
+def _rates(run: Run, flow: str, node: str | None = None) -> pd.Series:
+    rows = run.per_second[run.per_second["flow"] == flow]
+    if node is not None:
+        rows = rows[rows["node"] == node]
+    return rows.groupby("t")["throughput_bps"].sum().sort_index()
+
+
+def representative(run: Run, tcp: list[str]) -> str:
+    """The TCP flow whose mean rate is closest to the mean of all (sec. VI's choice)."""
+    means = {f: _throughput(run, f) for f in tcp}
+    means = {f: m for f, m in means.items() if not math.isnan(m)}
+    overall = sum(means.values()) / len(means)
+    return min(means, key=lambda f: abs(means[f] - overall))
+
+
+@figure("stair.versus_tcp")
+def versus_tcp(run: Run, folder: Path, flow: str, panels: list[dict],
+               name: str = "stair-versus-tcp") -> list[Path]:
+    """One panel per STAIR receiver: its rate, a representative TCP flow, and the TCP
+    flows' mean and standard deviation (as Figs. 9, 11, 13). ``panels``:
+    ``[{node: s1, tcp: [tcp1, ...], title: "S1, 32 ms"}]``."""
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.6 * len(panels)), squeeze=False)
+        for ax, panel in zip(axes[:, 0], panels, strict=True):
+            tcp = list(panel["tcp"])
+            mine = _rates(run, flow, panel["node"])
+            table = pd.concat({f: _rates(run, f) for f in tcp}, axis=1).fillna(0.0)
+            top = max(float(mine.max() if len(mine) else 0), float(table.max().max()))
+            scale, unit = rate_scale(top)
+            rep = representative(run, tcp)
+            ax.plot(mine.index, mine / scale, color="#c0392b", lw=1.3,
+                    label=f"STAIR {panel['node']} (mean {_throughput(run, flow, panel['node']) / scale:.2f})")
+            ax.plot(table.index, table[rep] / scale, color="#2c3e50", lw=0.9,
+                    label=f"{rep} (representative)")
+            mean, sd = table.mean(axis=1), table.std(axis=1)
+            ax.fill_between(table.index, (mean - sd) / scale, (mean + sd) / scale,
+                            color="#95a5a6", alpha=0.35, lw=0, label="TCP mean ± sd")
+            overall = sum(_throughput(run, f) for f in tcp) / len(tcp)
+            ax.axhline(overall / scale, color="#7f8c8d", ls="--", lw=0.8,
+                       label=f"TCP mean {overall / scale:.2f}")
+            ax.axvspan(0, run.window[0], color="#eeeeee", lw=0)
+            ax.set_ylabel(f"throughput ({unit})")
+            ax.set_title(panel.get("title", panel["node"]), fontsize=10)
+            ax.legend(fontsize=7, ncol=2, loc="upper right")
+        axes[-1, 0].set_xlabel("time (s)")
+        return save(fig, folder, name)
+
+
+@figure("stair.dilation")
+def dilation_figure(run: Run, folder: Path, flow: str, src: str, dst: str, nodes: list[str],
+                    bound: float = 1.81, name: str = "stair-dilation") -> list[Path]:
+    """Fig. 14: the dilation of ``src -> dst`` per second, with the worst-case bound."""
+    series = dilation_series(run, flow, src, dst, nodes)
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(7, 2.8))
+        ax.plot(series.index, series.values, color="#2c3e50", lw=1.0, label=f"{src}-{dst}")
+        ax.axhline(bound, color="#c0392b", ls="--", lw=0.9, label=f"bound {bound:g} (Lemma 4)")
+        ax.axhline(1.0, color="#7f8c8d", lw=0.6)
+        ax.set_ylim(0.8, max(bound, float(series.max()) if len(series) else 1) + 0.1)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("dilation")
+        ax.legend(fontsize=8)
+        return save(fig, folder, name)
