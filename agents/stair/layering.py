@@ -245,25 +245,25 @@ class Hybrid(Scheme):
 
     def multiplicative_decrease(self, sub: Subscription) -> Step:
         cls, ncls = self.split(sub)
-        if ncls:
-            ncls = ncls - {max(ncls, key=lambda g: g[1])}
         if cls > 1:
             cls -= 1
-        return _step(sub, self.normalise(cls, ncls))
-
-    def normalise(self, cls: int, ncls: Subscription) -> Subscription:
-        """Carry a non-cumulative part that reached the next threshold into the next CL."""
-        while self.thresholds[cls - 1] + self.fib.rate(ncls) >= self.thresholds[cls]:
-            rest = self.thresholds[cls - 1] + self.fib.rate(ncls) - self.thresholds[cls]
-            cls += 1
-            ncls = fib_subscription(rest) if rest else frozenset()
-        return self._cls(cls) | ncls
+        ncls = _drop_top(ncls)
+        # The NCL part must stay below the next threshold of the lower CL level, or the
+        # next increase would swap every NCL for a CL (a decrease); leave more NCLs.
+        while ncls and self.fib.rate(ncls) >= self.thresholds[cls] - self.thresholds[cls - 1]:
+            ncls = _drop_top(ncls)
+        return _step(sub, self._cls(cls) | ncls)
 
     def subscription(self, rate: int) -> Subscription:
         """The subscription at ``rate`` reached by increases from 1."""
         cls = max(j for j, t in enumerate(self.thresholds) if t <= rate) + 1
         rest = rate - self.thresholds[cls - 1]
         return self._cls(cls) | (fib_subscription(rest) if rest else frozenset())
+
+
+def _drop_top(ncls: Subscription) -> Subscription:
+    """Leave the highest non-cumulative layer (if any)."""
+    return ncls - {max(ncls, key=lambda g: g[1])} if ncls else ncls
 
 
 _FIB1_CANON: list[Subscription] = [frozenset()]

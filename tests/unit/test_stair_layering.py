@@ -105,9 +105,16 @@ def test_fig2_hybrid_row():
                 assert step.leaves == scheme.split(sub)[1]
             else:  # Fib1's increase: one join, at most two leaves
                 assert len(step.joins) == 1 and len(step.leaves) <= 2
-    # multiplicative decrease: two leaves (top CL and top NCL) at alpha = 1.2
+    # multiplicative decrease: two leaves (top CL and top NCL) at alpha = 1.2; at alpha = 2
+    # a third leave where the NCL part left would reach the lower CL level's next threshold
     row = fig2_row(Hybrid(1.2), R)
     assert (row.md.joins, row.md.leaves) == (0, 2)
+    row = fig2_row(Hybrid(2.0), R)
+    assert (row.md.joins, row.md.leaves) == (0, 3)
+    # and every decrease lands where increases go: no subscription outside that path
+    for alpha in (2.0, 1.2):
+        scheme = Hybrid(alpha)
+        assert reachable(scheme, R) == set(canonical_subscriptions(scheme, R).values())
 
 
 def test_hybrid_thresholds_are_powers_of_alpha():
