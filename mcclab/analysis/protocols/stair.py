@@ -18,10 +18,10 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from mcclab.analysis.plugins import figure, measure
 
 from mcclab.analysis import metrics
 from mcclab.analysis.figures import STYLE, rate_scale, save
-from mcclab.analysis.plugins import figure, measure
 from mcclab.analysis.results import Run
 from mcclab.model.units import parse_size
 
@@ -143,8 +143,9 @@ def versus_tcp(run: Run, folder: Path, flow: str, panels: list[dict],
             top = max(float(mine.max() if len(mine) else 0), float(table.max().max()))
             scale, unit = rate_scale(top)
             rep = representative(run, tcp)
+            mean_rate = _throughput(run, flow, panel["node"]) / scale
             ax.plot(mine.index, mine / scale, color="#c0392b", lw=1.3,
-                    label=f"STAIR {panel['node']} (mean {_throughput(run, flow, panel['node']) / scale:.2f})")
+                    label=f"STAIR {panel['node']} (mean {mean_rate:.2f})")
             ax.plot(table.index, table[rep] / scale, color="#2c3e50", lw=0.9,
                     label=f"{rep} (representative)")
             mean, sd = table.mean(axis=1), table.std(axis=1)
