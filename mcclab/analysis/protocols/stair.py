@@ -18,10 +18,10 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from mcclab.analysis.plugins import figure, measure
 
 from mcclab.analysis import metrics
 from mcclab.analysis.figures import STYLE, rate_scale, save
+from mcclab.analysis.plugins import figure, measure
 from mcclab.analysis.results import Run
 from mcclab.model.units import parse_size
 
