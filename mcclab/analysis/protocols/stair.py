@@ -155,10 +155,12 @@ def versus_tcp(run: Run, folder: Path, flow: str, panels: list[dict],
             ax.axhline(overall / scale, color="#7f8c8d", ls="--", lw=0.8,
                        label=f"TCP mean {overall / scale:.2f}")
             ax.axvspan(0, run.window[0], color="#eeeeee", lw=0)
+            ax.set_ylim(bottom=0)
             ax.set_ylabel(f"throughput ({unit})")
             ax.set_title(panel.get("title", panel["node"]), fontsize=10)
             ax.legend(fontsize=7, ncol=2, loc="upper right")
         axes[-1, 0].set_xlabel("time (s)")
+        fig.tight_layout()
         return save(fig, folder, name)
 
 
