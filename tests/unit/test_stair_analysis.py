@@ -36,7 +36,8 @@ def run(tmp_path):
 
 
 def test_tcp_and_receiver_ratios(run):
-    ratio = get_measure("stair.tcp_ratio").fn(run, flow="stair", node="s1", tcp=["tcp1", "tcp2"])
+    ratio = get_measure("stair.tcp_ratio").fn(run, flow="stair", node="s1",
+                                                  flows=["tcp1", "tcp2"])
     assert ratio == pytest.approx(488 * PKT * 8 / 2e6)
     assert stair.receiver_ratio(run, "stair", "s1", "s2") == pytest.approx(2.0)
 

@@ -80,9 +80,11 @@ def _throughput(run: Run, flow: str, node: str | None = None) -> float:
 
 
 @measure("stair.tcp_ratio", unit="1")
-def tcp_ratio(run: Run, flow: str, node: str, tcp: list[str]) -> float:
-    """STAIR's throughput at ``node`` over the mean throughput of the ``tcp`` flows."""
-    rates = [_throughput(run, f) for f in tcp]
+def tcp_ratio(run: Run, flow: str, node: str, flows: list[str] | None = None,
+              tcp: list[str] | None = None) -> float:
+    """STAIR's throughput at ``node`` over the mean throughput of the TCP ``flows``
+    (``tcp``: the same, as the first runs' specs name it)."""
+    rates = [_throughput(run, f) for f in (flows or tcp or [])]
     rates = [r for r in rates if not math.isnan(r)]
     if not rates or sum(rates) == 0:
         return math.nan
