@@ -61,3 +61,9 @@ def test_figures_are_written(run, tmp_path):
                            panels=[{"node": "s1", "tcp": ["tcp1", "tcp2"], "title": "S1"}])
     assert all(p.is_file() for p in out)
     assert stair.representative(run, ["tcp1", "tcp2"]) in ("tcp1", "tcp2")
+
+
+def test_fig10_rtt_of_a_sweep_point():
+    links = [{"endpoints": ["a", "b"], "delay": "2ms"}, {"endpoints": ["b", "c1"], "delay": "26ms"}]
+    assert stair.path_rtt(links, ["c1", "b"], 0.004) == pytest.approx(0.060)
+    assert stair.path_rtt(links, ["b", "c2"], 0.004) != stair.path_rtt(links, ["b", "c2"], 0.004)

@@ -19,11 +19,13 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from agents.stair.stairs import select_simple, stair_rtts
 from mcclab.analysis import metrics
 from mcclab.analysis.figures import STYLE, rate_scale, save
-from mcclab.analysis.plugins import figure, measure
+from mcclab.analysis.plugins import figure, measure, sweep_figure
 from mcclab.analysis.results import Run
-from mcclab.model.units import parse_size
+from mcclab.analysis.sweep import Sweep
+from mcclab.model.units import parse_duration, parse_size
 
 IP_UDP_HEADER = 28
 
@@ -180,4 +182,48 @@ def dilation_figure(run: Run, folder: Path, flow: str, src: str, dst: str, nodes
         ax.set_xlabel("time (s)")
         ax.set_ylabel("dilation")
         ax.legend(fontsize=8)
+        return save(fig, folder, name)
+
+
+def path_rtt(links: list[dict], receiver_link: list[str], fixed_one_way: float) -> float:
+    """The RTT a Fig. 10 point sets: twice (the receiver link's delay + the fixed rest)."""
+    for link in links:
+        if sorted(link.get("endpoints", [])) == sorted(receiver_link):
+            return 2 * (parse_duration(link["delay"]) + fixed_one_way)
+    return math.nan
+
+
+@sweep_figure("stair.fig10")
+def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[str],
+          fixed_one_way: str = "4ms", stair_base: str = "16ms", stair_layers: int = 5,
+          name: str = "stair-fig10") -> list[Path]:
+    """Fig. 10: STAIR's and TCP's mean throughput against the RTT, and the expected STAIR
+    throughput, TCP's x RTT / the stair layer's RTT (simple option)."""
+    rtts = stair_rtts(parse_duration(stair_base), stair_layers)
+    points = []
+    for p in sweep.points:
+        if p.run is None:
+            continue
+        rtt = path_rtt(p.record.set.get("overrides.links", []), receiver_link,
+                       parse_duration(fixed_one_way))
+        tcp = [f.name for f in p.run.spec.flows if f.type == "tcp"]
+        tcp_mean = sum(_throughput(p.run, f) for f in tcp) / len(tcp) if tcp else math.nan
+        (layer,) = select_simple(rtt, rtts)
+        points.append((rtt, _throughput(p.run, flow, node), tcp_mean,
+                       tcp_mean * rtt / rtts[layer]))
+    points.sort()
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        if points:
+            x = [p[0] * 1e3 for p in points]
+            top = max(max(p[1:]) for p in points)
+            scale, unit = rate_scale(top)
+            ax.plot(x, [p[1] / scale for p in points], "o-", color="#c0392b", label="STAIR")
+            ax.plot(x, [p[2] / scale for p in points], "s-", color="#2c3e50", label="TCP mean")
+            ax.plot(x, [p[3] / scale for p in points], "--", color="#7f8c8d",
+                    label="expected STAIR (TCP x RTT / stair RTT)")
+            ax.set_ylabel(f"throughput ({unit})")
+        ax.set_xlabel("RTT (ms)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
         return save(fig, folder, name)
