@@ -208,5 +208,6 @@ class StairReceiver(ReceiverCore):
             "rtt_ms": (self.rtt or 0.0) * 1e3,
             "mrtt_ms": (self.mrtt or 0.0) * 1e3,
         }
-        out.update({k: float(v) for k, v in self.counts.items()})
+        # joins and leaves are the runtime's own counters (mcc_agent_joins_total)
+        out.update({k: float(v) for k, v in self.counts.items() if k not in ("joins", "leaves")})
         return out
