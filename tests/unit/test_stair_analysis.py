@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from mcclab.analysis.plugins import get_figure, get_measure
@@ -67,3 +68,13 @@ def test_fig10_rtt_of_a_sweep_point():
     links = [{"endpoints": ["a", "b"], "delay": "2ms"}, {"endpoints": ["b", "c1"], "delay": "26ms"}]
     assert stair.path_rtt(links, ["c1", "b"], 0.004) == pytest.approx(0.060)
     assert stair.path_rtt(links, ["b", "c2"], 0.004) != stair.path_rtt(links, ["b", "c2"], 0.004)
+
+
+def test_joined_stair_layer_from_gauges(tmp_path):
+    folder = write_run(tmp_path / "stair-y" / "run",
+                       rows("stair", "multicast", "s1", 1e6, SECONDS, packet_bytes=PKT),
+                       flows=FLOWS[:1])
+    gauges = [{"t": t, "flow": "stair", "node": "s1", "role": "receiver",
+               "name": "stair_layer", "value": 1 if t < 20 else 2} for t in SECONDS]
+    pd.DataFrame(gauges).to_csv(folder / "tables" / "protocol.csv", index=False)
+    assert stair.joined_stair(load_run(folder), "stair", "s1") == 2  # most of (10, 60]

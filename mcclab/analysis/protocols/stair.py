@@ -193,6 +193,15 @@ def path_rtt(links: list[dict], receiver_link: list[str], fixed_one_way: float) 
     return math.nan
 
 
+def joined_stair(run: Run, flow: str, node: str) -> int | None:
+    """The stair layer a receiver held most of the window (its ``stair_layer`` gauge)."""
+    table = run.protocol
+    rows = table[(table["flow"] == flow) & (table["node"] == node)
+                 & (table["name"] == "stair_layer") & (table["t"] > run.window[0])]
+    rows = rows[rows["value"] >= 0]
+    return int(rows["value"].mode().iloc[0]) if len(rows) else None
+
+
 @sweep_figure("stair.fig10")
 def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[str],
           fixed_one_way: str = "4ms", stair_base: str = "16ms", stair_layers: int = 5,
@@ -209,19 +218,23 @@ def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[
         tcp = [f.name for f in p.run.spec.flows if f.type == "tcp"]
         tcp_mean = sum(_throughput(p.run, f) for f in tcp) / len(tcp) if tcp else math.nan
         (layer,) = select_simple(rtt, rtts)
+        joined = joined_stair(p.run, flow, node)
         points.append((rtt, _throughput(p.run, flow, node), tcp_mean,
-                       tcp_mean * rtt / rtts[layer]))
+                       tcp_mean * rtt / rtts[layer],
+                       tcp_mean * rtt / rtts[joined] if joined is not None else math.nan))
     points.sort()
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(6, 3.2))
         if points:
             x = [p[0] * 1e3 for p in points]
-            top = max(max(p[1:]) for p in points)
+            top = max(max(v for v in p[1:] if not math.isnan(v)) for p in points)
             scale, unit = rate_scale(top)
             ax.plot(x, [p[1] / scale for p in points], "o-", color="#c0392b", label="STAIR")
             ax.plot(x, [p[2] / scale for p in points], "s-", color="#2c3e50", label="TCP mean")
             ax.plot(x, [p[3] / scale for p in points], "--", color="#7f8c8d",
                     label="expected STAIR (TCP x RTT / stair RTT)")
+            ax.plot(x, [p[4] / scale for p in points], ":", color="#8e44ad",
+                    label="same, with the stair layer the receiver joined")
             ax.set_ylabel(f"throughput ({unit})")
         ax.set_xlabel("RTT (ms)")
         ax.legend(fontsize=8)
