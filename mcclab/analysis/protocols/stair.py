@@ -236,7 +236,7 @@ def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[
             ax.plot(x, [p[4] / scale for p in points], ":", color="#8e44ad",
                     label="same, with the stair layer the receiver joined")
             ax.set_ylabel(f"throughput ({unit})")
+            ax.legend(fontsize=8)
         ax.set_xlabel("RTT (ms)")
-        ax.legend(fontsize=8)
         fig.tight_layout()
         return save(fig, folder, name)
