@@ -211,7 +211,7 @@ def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[
     rtts = stair_rtts(parse_duration(stair_base), stair_layers)
     points = []
     for p in sweep.points:
-        if p.run is None:
+        if p.run is None or p.record.status != "complete":
             continue
         rtt = path_rtt(p.record.set.get("overrides.links", []), receiver_link,
                        parse_duration(fixed_one_way))
