@@ -60,9 +60,20 @@ CASES: dict[str, dict] = {
         "ssm": False,
         # One layer at a short tau0, so every 1-s stats interval holds ~125 whole
         # burst/silence/normal cycles and the rate is B_0 = s / tau0 within 5%.
-        "channels": [{"group": "239.7.2.1", "port": 6004}],
+        "channels": [{"group": "239.7.3.1", "port": 6006}],
         "params": {"layers": 1, "tau0": "1ms", "packet_size": "256B"},
         "expected": "2.048Mbit",
+        "silent_channels": [],
+    },
+    "stair": {
+        "ssm": False,
+        # one unit (CL_0) and one stair layer; SL_16 at 256 kbit/s with 512 B packets tops
+        # out at one packet per 16 ms, so the stair is flat and the rate constant
+        "channels": [{"group": "239.7.2.1", "port": 6004}, {"group": "239.7.2.2", "port": 6004}],
+        "params": {"base_rate": "256kbit", "packet_size": "512B", "max_rate": "256kbit",
+                   "stair_layers": 1, "rtt_source": "fixed", "rtt": "16ms"},
+        "session": {"feedback_port": 6005},
+        "expected": "512kbit",
         "silent_channels": [],
     },
 }
@@ -131,6 +142,7 @@ def session_file(tmp_path: Path, name: str, case: dict, net: Pair) -> Path:
             "snd": {"address": net.sender_data},
             "rcv": {"address": net.receiver_data, "params": case.get("receiver_params", {})},
         },
+        **case.get("session", {}),
     }
     path = tmp_path / "session.json"
     path.write_text(json.dumps(session))
