@@ -25,7 +25,7 @@ def make_receiver(params: OrmccParams, session: object) -> OrmccReceiver:
 
 SPEC = register(ProtocolSpec(
     name="ormcc", protocol_id=5, params=OrmccParams, sender=OrmccSender,
-    receiver=make_receiver, extension=ORMCC_EXT, channels=lambda params: 1,
+    receiver=make_receiver, extension=ORMCC_EXT, channels=lambda params: 1, feedback=True,
     example_params={"packet_size": "1000B", "beta": 0.65},
 ))
 

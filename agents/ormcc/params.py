@@ -31,7 +31,7 @@ class OrmccParams(BaseModel):
     min_rate: Rate = Field(default=8_000.0, gt=0.0)
     max_rate: Rate = Field(default=10_000_000.0, gt=0.0)
     trac_window: Duration = Field(default=1.0, gt=0.0)
-    initial_check: Duration = Field(default=2.0, gt=0.0)
+    initial_check: Duration = Field(default=5.0, gt=0.0)
     min_rtt: Duration = Field(default=0.001, gt=0.0)
 
     @model_validator(mode="after")

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections import deque
 
 from agents.ormcc.estimators import Ewma
-from agents.ormcc.feedback import Feedback
 from agents.ormcc.params import OrmccParams
 from agents.ormcc.wire import Ci, OrmccExt, encode_ci
-from agents.runtime.actions import Action, Join
+from agents.runtime.actions import Action, Feedback, Join
 from agents.runtime.core import ReceiverCore
 from agents.runtime.header import Header
 

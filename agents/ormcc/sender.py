@@ -45,6 +45,7 @@ class OrmccSender(SenderCore):
         self.rtt_max = 0.0
         self.last_cut: float | None = None
         self.check_started: float | None = None  # t of the pseudo code; None: not running
+        self.expired_check: float | None = None  # t of a check that expired (see on_feedback)
         self.grace_until = float("-inf")
         self.counts = {"ci_rx": 0, "ci_rx_cr": 0, "ci_ignored": 0, "ci_malformed": 0,
                        "rate_cuts": 0, "cr_switches": 0, "cr_timeouts": 0}
@@ -61,7 +62,7 @@ class OrmccSender(SenderCore):
         if timer_id == INCREASE:
             return self._increase(now)
         if timer_id == CR_CHECK and self.check_started is not None:
-            self.check_started = None
+            self.expired_check, self.check_started = self.check_started, None
             self.cr_valid = False
             self.counts["cr_timeouts"] += 1
             return [Log("ormcc_cr_timeout", {"cr": self.cr, "peer": self.cr_peer})]
@@ -80,8 +81,13 @@ class OrmccSender(SenderCore):
             self.counts["ci_rx_cr"] += 1
             self.cr_valid = True
             actions: list[Action] = []
-            if self.check_started is not None:
-                self.tcr.update(now - self.check_started)
+            # The pseudo code samples T^cr only while the check runs; a check that
+            # expired (CR slower than E(T^cr) + 8 sigma) also yields a sample when the
+            # same CR answers next, or a too-short first estimate could never grow.
+            started = self.check_started if self.check_started is not None else self.expired_check
+            if started is not None:
+                self.tcr.update(now - started)
+            self.expired_check = None
             self.mu.update(ci.trac)
             self._update_rtt(rtt)
             actions += self._stop_check()
@@ -100,6 +106,7 @@ class OrmccSender(SenderCore):
             return []
         old = self.cr
         self.cr, self.cr_peer, self.cr_valid = ci.rid, peer, True
+        self.expired_check = None
         self.counts["cr_switches"] += 1
         self.mu.reset(ci.trac)
         self.rtt_cr = rtt

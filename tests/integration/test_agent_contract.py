@@ -56,6 +56,16 @@ CASES: dict[str, dict] = {
         "expected": "1.2Mbit",
         "silent_channels": [2],  # above the receiver's level
     },
+    "ormcc": {
+        "ssm": False,
+        "channels": [{"group": "239.7.5.1", "port": 6005}],
+        # No loss on a veth pair: the AIMD rate rises until max_rate; pinning the
+        # initial rate there makes the rate checkable.
+        "params": {"initial_rate": "2Mbit", "max_rate": "2Mbit", "packet_size": "1000B"},
+        "feedback_port": 6105,
+        "expected": "2Mbit",
+        "silent_channels": [],
+    },
 }
 
 
@@ -123,6 +133,8 @@ def session_file(tmp_path: Path, name: str, case: dict, net: Pair) -> Path:
             "rcv": {"address": net.receiver_data, "params": case.get("receiver_params", {})},
         },
     }
+    if "feedback_port" in case:
+        session["feedback_port"] = case["feedback_port"]
     path = tmp_path / "session.json"
     path.write_text(json.dumps(session))
     return path

@@ -17,11 +17,10 @@ import heapq
 import itertools
 from dataclasses import dataclass, field
 
-from agents.ormcc.feedback import Feedback
 from agents.ormcc.params import OrmccParams
 from agents.ormcc.receiver import OrmccReceiver
 from agents.ormcc.sender import OrmccSender
-from agents.runtime.actions import CancelTimer, SetTimer
+from agents.runtime.actions import CancelTimer, Feedback, SetTimer
 from agents.runtime.header import Header
 
 S_BITS = 8000.0

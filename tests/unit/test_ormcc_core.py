@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from agents.ormcc.estimators import Ewma
-from agents.ormcc.feedback import Feedback
 from agents.ormcc.params import OrmccParams
 from agents.ormcc.receiver import OrmccReceiver
 from agents.ormcc.sender import CR_CHECK, INCREASE, SEND, OrmccSender
@@ -18,7 +17,7 @@ from agents.ormcc.wire import (
     decode_ci,
     encode_ci,
 )
-from agents.runtime.actions import CancelTimer, Log, Send, SetTimer
+from agents.runtime.actions import CancelTimer, Feedback, Log, Send, SetTimer
 from agents.runtime.header import Header
 
 S_BITS = 8000  # 1000-byte packets
@@ -326,3 +325,15 @@ def test_extension_round_trip_and_rejects():
         ORMCC_EXT.encode(OrmccExt(2, 0, 0.0, 0.0))
     with pytest.raises(ValueError):
         ORMCC_EXT.encode(OrmccExt(1, 0, -1.0, 0.0))
+
+
+def test_expired_check_still_samples_t_cr_when_the_same_cr_answers():
+    s = sender_with_cr(rid=1, trac=1e6)
+    s.rate = 2e6
+    s.on_timer(20.0, INCREASE)
+    s.on_timer(25.0, CR_CHECK)
+    assert not s.cr_valid
+    s.on_feedback(27.0, ci(1, 1e6, 26.9), "p")
+    assert s.cr_valid and s.tcr.mean == pytest.approx(7.0)
+    s.on_feedback(40.0, ci(1, 1e6, 39.9), "p")  # no check ran since: no new sample
+    assert s.tcr.samples == 1
