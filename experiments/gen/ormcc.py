@@ -8,6 +8,7 @@ experiments/ormcc-table1*.yaml) is committed; edit this file, not the output.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,15 +177,208 @@ profiles:
 """
 
 
-def main() -> None:
-    for n in (8, 16, 32):
-        (ROOT / "topologies" / f"ormcc-fig3-n{n}.yaml").write_text(star_subset(n))
+def fig6() -> str:
+    """ORMCC Fig. 6 (sec. V-B): multiple-bottleneck fairness on the Fig. 5 chain."""
+    groups = {g: ", ".join(f"g{g}h{i}" for i in range(1, 17)) for g in (1, 2, 3)}
+    quick_groups = {g: "[" + ", ".join(f"g{g}h{i}" for i in range(1, 5)) + "]" for g in (1, 2, 3)}
+    return HEADER + f"""# ORMCC Fig. 6 (sec. V-B): a long ORMCC flow (src1 -> Group 1) crosses both
+# 1 Mbit/s RED bottlenecks, two short ones (src2 -> Group 2, src3 -> Group 3)
+# one each. Proportional fairness gives the long flow 1/3 of a bottleneck.
+name: ormcc-fig6
+description: >-
+  Linear network of Fig. 5: three ORMCC sessions of 16 receivers each; the long
+  one crosses both 1 Mbit/s RED bottlenecks, the short ones one each.
+reference: "Li and Kalyanaraman, ORMCC, Fig. 5 and Fig. 6(a) (sec. V-B)"
+topology: topologies/ormcc-fig5.yaml
+duration: 300s
+warmup: 60s
+seed: 1
+flows:
+  - name: long
+    type: multicast
+    protocol: ormcc
+    sender: src1
+    receivers: [{groups[1]}]
+    params: {{packet_size: 1000B, beta: 0.65}}
+  - name: short2
+    type: multicast
+    protocol: ormcc
+    sender: src2
+    receivers: [{groups[2]}]
+    params: {{packet_size: 1000B, beta: 0.65}}
+  - name: short3
+    type: multicast
+    protocol: ormcc
+    sender: src3
+    receivers: [{groups[3]}]
+    params: {{packet_size: 1000B, beta: 0.65}}
+references:
+  - kind: share
+    label: long flow's share of a bottleneck
+    source: "sec. V-B: proportional fairness gives the long flow 0.33 Mbit/s of 1 Mbit/s"
+    flow: long
+    capacity: 1Mbit
+    paper: 0.33
+    within: [0.25, 0.42]
+  - kind: share
+    label: short flow 2's share of bottleneck 1
+    source: "sec. V-B: the rest of bottleneck 1, 0.67 Mbit/s"
+    flow: short2
+    capacity: 1Mbit
+    paper: 0.67
+    tolerance: 25%
+profiles:
+  quick:
+    scaling: "4 receivers per group instead of 16; 150 s instead of 300 s, 30 s warm-up"
+    set:
+      duration: 150s
+      warmup: 30s
+      flows.long.receivers: {quick_groups[1]}
+      flows.short2.receivers: {quick_groups[2]}
+      flows.short3.receivers: {quick_groups[3]}
+  paper: {{}}
+"""
+
+
+def fig11(beta: float, n: int = 36) -> str:
+    """ORMCC Fig. 11 (sec. V-F): the Emulab star, one TCP + one single-receiver ORMCC per
+    leaf and one multi-receiver ORMCC, all from the centre node, for one beta."""
+    hosts = ", ".join(f"h{i}" for i in range(1, n + 1))
+    tag = f"b{round(beta * 100):03d}"
+    flows = []
+    for i in range(1, n + 1):
+        flows.append(f"""  - name: uni{i}
+    type: multicast
+    protocol: ormcc
+    sender: src
+    receivers: [h{i}]
+    params: {{packet_size: 1000B, beta: {beta}}}
+  - name: tcp{i}
+    type: tcp
+    sender: src
+    receiver: h{i}
+    cc: reno
+    mss: 1000B
+""")
+    refs = "".join(f"""  - kind: ratio
+    label: {num}-ORMCC / TCP at {node} (beta {beta})
+    source: "Fig. 11: with beta = 0.65 the multi-receiver ORMCC gets about what TCP gets"
+    numerator: {flow}
+    denominator: tcp{node[1:]}
+    node: {node}
+    paper: 1.0
+""" for node in ("h1", f"h{n}") for num, flow in (("multi", "multi"), ("single", f"uni{node[1:]}")))
+    return HEADER + f"""# ORMCC Fig. 11 (sec. V-F, Emulab) with beta = {beta}: {n}-leaf star
+# (1 Mbit/s, 50 ms access links); from the centre node src one TCP Reno flow
+# and one single-receiver ORMCC flow to every leaf, and one multi-receiver ORMCC
+# flow to all leaves; 1000 s. The paper tried beta 0.5, 0.65, 0.75.
+name: ormcc-fig11-{tag}{'' if n == 36 else f'-n{n}'}
+description: >-
+  Emulab star of Fig. 10 with {n} leaves; TCP, single- and multi-receiver ORMCC
+  (beta {beta}) to every leaf from the centre node.
+reference: "Li and Kalyanaraman, ORMCC, Fig. 10 and Fig. 11 (sec. V-F)"
+topology: topologies/ormcc-fig10.yaml
+duration: 1000s
+warmup: 50s
+seed: 1
+flows:
+  - name: multi
+    type: multicast
+    protocol: ormcc
+    sender: src
+    receivers: [{hosts}]
+    params: {{packet_size: 1000B, beta: {beta}}}
+{"".join(flows)}references:
+{refs}profiles:
+  quick:
+    scaling: "{n} of the 36 leaves used; 120 s instead of 1000 s, 20 s warm-up"
+    set: {{duration: 120s, warmup: 20s}}
+  paper: {{}}
+"""
+
+
+
+def table2() -> str:
+    """ORMCC Table II (sec. V-E): on/off TCP and UDP on every link of the Fig. 9 tree."""
+    text = (ROOT / "topologies" / "ormcc-fig9.yaml").read_text()
+    links = re.findall(r"endpoints: \[(r\d+), ((?:r|h)\d+)\]", text)
+    flows = []
+    for parent, child in links:
+        src = "x" + parent[1:]
+        dst = ("x" + child[1:]) if child.startswith("r") else child
+        for k in (1, 2):
+            flows.append(f"""  - name: tcp-{parent}-{child}-{k}
+    type: onoff
+    carrier: tcp
+    sender: {src}
+    receiver: {dst}
+    cc: reno
+    on_period: {{distribution: pareto, mean: 60s, shape: 1.5}}
+    off_period: {{distribution: pareto, mean: 60s, shape: 1.5}}
+  - name: udp-{parent}-{child}-{k}
+    type: onoff
+    carrier: udp
+    sender: {src}
+    receiver: {dst}
+    rate: 200kbit
+    packet_size: 1000B
+    on_period: {{distribution: exponential, mean: 1s}}
+    off_period: {{distribution: exponential, mean: 1s}}
+""")
+    hosts = ", ".join(f"h{i}" for i in range(1, 65))
+    return HEADER + f"""# ORMCC Table II (sec. V-E): heterogeneous dynamic network. On every tree link
+# of Fig. 9 two TCP Reno flows (Pareto on/off, mean 60 s; shape 1.5 is a lab
+# choice) and two 200 kbit/s UDP flows (exponential on/off, mean 1 s); one ORMCC
+# session to all 64 receivers. Paper: 415.4 kbit/s average throughput, 866.9
+# feedbacks (mean of 10 runs; the run length is not in the text: 1000 s here).
+# {len(flows)} on/off flows: far beyond what a 2-core machine runs at once.
+name: ormcc-table2
+description: >-
+  Fig. 9 tree (2 Mbit/s links, 20/200 ms) with on/off TCP and UDP cross traffic
+  on every link and one ORMCC session to all 64 receivers.
+reference: "Li and Kalyanaraman, ORMCC, Fig. 9 and Table II (sec. V-E)"
+topology: topologies/ormcc-fig9.yaml
+duration: 1000s
+warmup: 50s
+seed: 1
+flows:
+  - name: ormcc
+    type: multicast
+    protocol: ormcc
+    sender: src
+    receivers: [{hosts}]
+    params: {{packet_size: 1000B, beta: 0.65}}
+{"".join(flows)}references:
+  - kind: throughput
+    label: ORMCC average throughput
+    source: "Table II: 415.4 kbit/s (mean of 10 runs)"
+    flow: ormcc
+    paper: 415.4kbit
+    tolerance: 30%
+profiles:
+  quick:
+    scaling: "same network and traffic; 200 s instead of 1000 s, 20 s warm-up (one run, not 10)"
+    set: {{duration: 200s, warmup: 20s}}
+  paper: {{}}
+"""
+
+
+def main(out: Path = ROOT) -> None:
+    """Write every generated file under ``out`` (the repository by default)."""
+    (out / "topologies").mkdir(parents=True, exist_ok=True)
+    (out / "experiments").mkdir(parents=True, exist_ok=True)
+    files = {f"topologies/ormcc-fig3-n{n}.yaml": star_subset(n) for n in (8, 16, 32)}
     for n in (8, 16, 32, 64):
-        name = "ormcc-fig4" if n == 8 else f"ormcc-fig4-n{n}"
-        (ROOT / "experiments" / f"{name}.yaml").write_text(fig4(n))
-    (ROOT / "experiments" / "ormcc-table1.yaml").write_text(table1(red=False))
-    (ROOT / "experiments" / "ormcc-table1-red.yaml").write_text(table1(red=True))
+        files[f"experiments/ormcc-fig4{'' if n == 8 else f'-n{n}'}.yaml"] = fig4(n)
+    files["experiments/ormcc-table1.yaml"] = table1(red=False)
+    files["experiments/ormcc-table1-red.yaml"] = table1(red=True)
+    files["experiments/ormcc-fig6.yaml"] = fig6()
+    for beta in (0.5, 0.65, 0.75):
+        files[f"experiments/ormcc-fig11-b{round(beta * 100):03d}.yaml"] = fig11(beta)
+    files["experiments/ormcc-table2.yaml"] = table2()
+    for name, text in files.items():
+        (out / name).write_text(text)
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT)
