@@ -42,6 +42,22 @@ def suppression(run: Run, flow: str, whole_run: bool = True) -> float:
     return om.suppression_ratio(run, flow, start, run.window[1])
 
 
+@measure("ormcc.feedback_volume", unit="1")
+def feedback_volume(run: Run, flow: str, whole_run: bool = True) -> float:
+    """CIs sent over what one receiver would send without suppression (sec. V-D's
+    criterion: 816 sent against 553 per receiver, 1.48, "less than 2").
+
+    Independent of the number of receivers, unlike the suppression ratio.
+    """
+    start = 0.0 if whole_run else run.window[0]
+    sent = om.counter_delta(run, flow, "ci_sent", start, run.window[1])
+    suppressed = om.counter_delta(run, flow, "ci_suppressed", start, run.window[1])
+    if sent.empty or (sent.sum() + suppressed.sum()) == 0:
+        return math.nan
+    per_receiver = (sent.sum() + suppressed.sum()) / len(sent)
+    return float(sent.sum() / per_receiver)
+
+
 @measure("ormcc.ci_sent", unit="1")
 def ci_sent(run: Run, flow: str) -> float:
     """CIs sent by all receivers of ``flow`` over the whole run (Table II's feedback count)."""
