@@ -148,6 +148,32 @@ CORE_GAUGES: dict[str, ProtocolGauges] = {
             "loss_events": "packets that revealed a sequence gap, cumulative",
             "lost_packets": "packets missing in those gaps, cumulative",
         }),
+    "stair": ProtocolGauges(
+        "stair",
+        sender={"layers": "channels: CLs + NCLs + SLs",
+                "cumulative_layers": "cumulative layers (CLs) sent",
+                "noncumulative_layers": "non-cumulative layers (NCLs) sent",
+                "stair_layers": "stair layers (SLs) sent",
+                "target_rate_bps": "mean output over every layer, bit/s",
+                "probes_echoed": "RTT probes echoed, cumulative"},
+        receiver={
+            "subscription_level": "units held on CLs and NCLs (base rate units)",
+            "static_rate_bps": "rate of the CLs and NCLs held, bit/s",
+            "cumulative_layers": "cumulative layers joined",
+            "noncumulative_mask": "non-cumulative layers joined (bit i: NCL_i)",
+            "stair_layer": "index of the stair layer joined (-1: none)",
+            "stair_rtt_ms": "RTT the joined stair layer emulates, ms",
+            "rtt_ms": "RTT estimate, ms",
+            "mrtt_ms": "last join latency (MRTT), ms",
+            "increases": "additive increases, cumulative",
+            "decreases": "multiplicative decreases, cumulative",
+            "loss_events": "loss events, cumulative",
+            "lost_packets": "packets lost (sequence gaps), cumulative",
+            "periods": "stair periods ended, cumulative",
+            "probes_sent": "RTT probes sent, cumulative",
+            "probe_replies": "RTT probe replies received, cumulative",
+            "bad_ext": "packets whose extension did not match their channel, cumulative",
+        }),
 }
 
 # Protocols without an agent yet: THE CONTRACT their cores must export. Every
@@ -171,14 +197,6 @@ PENDING_CORE_GAUGES: dict[str, ProtocolGauges] = {
             "sp_joins": "joins made at synchronisation points, cumulative",
             "deaf": "1 while in a deaf period after a drop, else 0",
             "deaf_periods": "deaf periods entered, cumulative",
-        }),
-    "stair": ProtocolGauges(
-        "stair",
-        sender={"layers": "number of cumulative layers"},
-        receiver={
-            "subscribed_layers": "cumulative layers joined",
-            "stair_layer": "index of the stair layer currently joined (-1: none)",
-            "dilation": "current dilation factor of the stair layer",
         }),
 }
 

@@ -58,12 +58,23 @@ CASES: dict[str, dict] = {
     },
     "ormcc": {
         "ssm": False,
-        "channels": [{"group": "239.7.5.1", "port": 6005}],
+        "channels": [{"group": "239.7.5.1", "port": 6006}],
         # No loss on a veth pair: the AIMD rate rises until max_rate; pinning the
         # initial rate there makes the rate checkable.
         "params": {"initial_rate": "2Mbit", "max_rate": "2Mbit", "packet_size": "1000B"},
-        "feedback_port": 6105,
+        "session": {"feedback_port": 6105},
         "expected": "2Mbit",
+        "silent_channels": [],
+    },
+    "stair": {
+        "ssm": False,
+        # one unit (CL_0) and one stair layer; SL_16 at 256 kbit/s with 512 B packets tops
+        # out at one packet per 16 ms, so the stair is flat and the rate constant
+        "channels": [{"group": "239.7.2.1", "port": 6004}, {"group": "239.7.2.2", "port": 6004}],
+        "params": {"base_rate": "256kbit", "packet_size": "512B", "max_rate": "256kbit",
+                   "stair_layers": 1, "rtt_source": "fixed", "rtt": "16ms"},
+        "session": {"feedback_port": 6005},
+        "expected": "512kbit",
         "silent_channels": [],
     },
 }
@@ -132,9 +143,8 @@ def session_file(tmp_path: Path, name: str, case: dict, net: Pair) -> Path:
             "snd": {"address": net.sender_data},
             "rcv": {"address": net.receiver_data, "params": case.get("receiver_params", {})},
         },
+        **case.get("session", {}),
     }
-    if "feedback_port" in case:
-        session["feedback_port"] = case["feedback_port"]
     path = tmp_path / "session.json"
     path.write_text(json.dumps(session))
     return path
