@@ -143,6 +143,35 @@ CORE_GAUGES: dict[str, ProtocolGauges] = {
             "perceived_loss_rate": "lost over expected packets on joined layers",
             "burst_loss_rate": "loss events over expected packets",
         }),
+    "ormcc": ProtocolGauges(
+        "ormcc",
+        sender={
+            "rate_bps": "current sending rate, bit/s",
+            "cr_id": "numeric id of the current representative (CR) receiver",
+            "cr_switches": "CR changes, cumulative",
+            "cr_valid": "1 while the CR is valid (packets carry its TRAC), else 0",
+            "rtt_cr_s": "smoothed RTT between the source and the CR, seconds",
+            "rtt_max_s": "largest RTT_cr seen, seconds",
+            "mu_cr_bps": "E(mu^cr): the CR's average TRAC, bit/s",
+            "sigma_cr_bps": "deviation of the CR's TRAC, bit/s",
+            "t_cr_s": "E(T^cr): average CR response time at full load, seconds",
+            "ci_rx": "CIs received, cumulative",
+            "ci_rx_cr": "CIs received from the CR, cumulative",
+            "ci_ignored": "CIs from other receivers that changed nothing, cumulative",
+            "ci_malformed": "feedback datagrams that were not CIs, cumulative",
+            "rate_cuts": "rate cuts, cumulative",
+            "cr_timeouts": "CR checking timer expiries, cumulative",
+        },
+        receiver={
+            "is_cr": "1 while this receiver is the CR, else 0",
+            "ci_sent": "congestion indications sent, cumulative",
+            "ci_suppressed": "congestion indications suppressed, cumulative",
+            "rid": "this receiver's 32-bit id (matches the sender's cr_id)",
+            "trac_avg_bps": "E(U): this receiver's average TRAC, bit/s",
+            "trac_last_bps": "the last TRAC sample, bit/s",
+            "loss_events": "packets that revealed a sequence gap, cumulative",
+            "lost_packets": "packets missing in those gaps, cumulative",
+        }),
     "stair": ProtocolGauges(
         "stair",
         sender={"layers": "channels: CLs + NCLs + SLs",
@@ -183,18 +212,6 @@ PENDING_CORE_GAUGES: dict[str, ProtocolGauges] = {
             "lossp": "LOSSP: the loss event probability estimate (0..1)",
             "trate_bps": "TRATE: the target reception rate from the equation, bit/s",
             "nwc": "NWC: the receiver's NWC variable (the wave channel count of RFC 3738)",
-        }),
-    "ormcc": ProtocolGauges(
-        "ormcc",
-        sender={
-            "rate_bps": "current sending rate, bit/s",
-            "cr_id": "numeric id of the current representative (CR) receiver",
-            "cr_switches": "CR changes, cumulative",
-        },
-        receiver={
-            "is_cr": "1 while this receiver is the CR, else 0",
-            "ci_sent": "congestion indications sent, cumulative",
-            "ci_suppressed": "congestion indications suppressed, cumulative",
         }),
 }
 

@@ -65,6 +65,16 @@ CASES: dict[str, dict] = {
         "expected": "2.048Mbit",
         "silent_channels": [],
     },
+    "ormcc": {
+        "ssm": False,
+        "channels": [{"group": "239.7.5.1", "port": 6006}],
+        # No loss on a veth pair: the AIMD rate rises until max_rate; pinning the
+        # initial rate there makes the rate checkable.
+        "params": {"initial_rate": "2Mbit", "max_rate": "2Mbit", "packet_size": "1000B"},
+        "session": {"feedback_port": 6105},
+        "expected": "2Mbit",
+        "silent_channels": [],
+    },
     "stair": {
         "ssm": False,
         # one unit (CL_0) and one stair layer; SL_16 at 256 kbit/s with 512 B packets tops
