@@ -32,10 +32,11 @@ Status = Literal["complete", "interrupted", "failed", "running"]
 PER_SECOND_COLUMNS = ["t", "flow", "kind", "node", "throughput_bps", "packets", "lost", "level"]
 LINK_COLUMNS = ["t", "link", "src", "dst", "pkts_out", "bytes_out",
                 "drops_queue", "drops_loss", "qlen_pkts"]
-_TEXT_COLUMNS = {"flow", "kind", "node", "link", "src", "dst"}
+PROTOCOL_COLUMNS = ["t", "flow", "node", "role", "name", "value"]
+_TEXT_COLUMNS = {"flow", "kind", "node", "link", "src", "dst", "role", "name"}
 # Columns that may be empty in a row: no subscription level for TCP, no loss
 # count where the receiver cannot see sequence numbers.
-_OPTIONAL_NUMBERS = {"level", "lost"}
+_OPTIONAL_NUMBERS = {"level", "lost", "value"}
 _REFERENCE_KINDS = {"throughput", "share", "utilisation", "fairness", "loss", "ratio"}
 
 
@@ -121,6 +122,9 @@ class Run:
     per_second: pd.DataFrame
     links: pd.DataFrame | None
     notes: list[str] = field(default_factory=list)
+    protocol: pd.DataFrame = field(default_factory=lambda: read_table_empty(PROTOCOL_COLUMNS))
+    """The protocol cores' gauges, one row per second, node and gauge
+    (``tables/protocol.csv``; empty for runs without one)."""
 
     @property
     def window(self) -> Window:
@@ -266,7 +270,14 @@ def load_run(folder: Path | str) -> Run:
             links = read_table(links_path, LINK_COLUMNS)
         except RunError as exc:
             notes.append(f"tables/links.csv ignored: {exc}")
-    run = Run(folder, info, spec, env, per_second, links, notes)
+    protocol = read_table_empty(PROTOCOL_COLUMNS)
+    protocol_path = folder / "tables" / "protocol.csv"
+    if protocol_path.is_file():
+        try:
+            protocol = read_table(protocol_path, PROTOCOL_COLUMNS)
+        except RunError as exc:
+            notes.append(f"tables/protocol.csv ignored: {exc}")
+    run = Run(folder, info, spec, env, per_second, links, notes, protocol)
     start, end = run.window
     if end <= start:
         notes.append(f"the measurement window is empty: the run stopped at "

@@ -314,7 +314,8 @@ def _finish(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None) -> Non
 
 
 def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
-    """tables/per_second.csv and tables/links.csv from the raw logs and samples."""
+    """tables/per_second.csv, tables/protocol.csv and tables/links.csv from the raw logs and
+    samples."""
     assert st.t0 is not None
     series: list[tables.Series] = []
     exp = res.experiment
@@ -333,6 +334,10 @@ def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
     seconds = int(st.elapsed + 1e-6)
     tables.per_second(series, st.t0, seconds).to_csv(st.run_dir / "tables" / "per_second.csv",
                                                      index=False)
+    agents = [(Path(launch.log), launch.flow, launch.node, launch.role) for launch in lp.launches
+              if launch.role in ("sender", "receiver")]
+    tables.protocol_table(agents, st.t0, seconds).to_csv(
+        st.run_dir / "tables" / "protocol.csv", index=False)
     if st.link_rows:
         import pandas as pd
 
