@@ -1,0 +1,107 @@
+"""WEBRC's analysis: receiver estimates (ARTT, LOSSP) from ``tables/protocol.csv``, the
+fraction of the packets crossing a bottleneck that reach each receiver (sec. 5.3), and
+figures in the paper's style (Figs. 4, 8-11: ARTT, LOSSP and throughput over time).
+
+Everything reads only the run folder (:class:`~mcclab.analysis.results.Run`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from mcclab.analysis.figures import STYLE, rate_scale, save  # noqa: E402
+from mcclab.analysis.results import Run  # noqa: E402
+
+
+def _window(run: Run) -> tuple[float, float]:
+    start, end = run.window
+    return start, end
+
+
+def gauge(run: Run, name: str, flow: str, node: str) -> pd.Series:
+    """A receiver gauge over the whole run, indexed by experiment second."""
+    p = run.protocol
+    rows = p[(p["flow"] == flow) & (p["node"] == node) & (p["name"] == name)
+             & (p["role"] == "receiver")]
+    return rows.set_index("t")["value"].sort_index()
+
+
+def window_mean(run: Run, name: str, flow: str, node: str) -> float:
+    """Mean of a receiver gauge over the measurement window (nan if never reported)."""
+    start, end = _window(run)
+    series = gauge(run, name, flow, node)
+    series = series[(series.index > start) & (series.index <= end)]
+    return float(series.mean()) if len(series) else math.nan
+
+
+def artt(run: Run, flow: str, node: str) -> float:
+    """The receiver's ARTT (seconds), averaged over the measurement window."""
+    return window_mean(run, "artt_s", flow, node)
+
+
+def lossp(run: Run, flow: str, node: str) -> float:
+    """The receiver's LOSSP, averaged over the measurement window."""
+    return window_mean(run, "lossp", flow, node)
+
+
+def shared_fraction(run: Run, flow: str, node: str, src: str, dst: str) -> float:
+    """Packets ``node`` received over the packets the link ``src -> dst`` carried, in the
+    window (sec. 5.3: the share of the packets crossing the shared link that reach a
+    receiver). The link must carry only this session's packets (control traffic is a
+    few packets a minute)."""
+    start, end = _window(run)
+    links = run.links
+    if links is None or links.empty:
+        return math.nan
+    d = links[(links["src"] == src) & (links["dst"] == dst)].sort_values("t")
+    before, upto = d[d["t"] <= start], d[d["t"] <= end]
+    if before.empty or upto.empty:
+        return math.nan
+    crossed = float(upto["pkts_out"].iloc[-1] - before["pkts_out"].iloc[-1])
+    ps = run.per_second
+    got = ps[(ps["flow"] == flow) & (ps["node"] == node) & (ps["t"] > start)
+             & (ps["t"] <= end)]["packets"].sum()
+    return float(got) / crossed if crossed > 0 else math.nan
+
+
+def receivers(run: Run, flow: str) -> list[str]:
+    """The flow's receiving nodes as recorded."""
+    ps = run.per_second
+    return sorted(ps.loc[ps["flow"] == flow, "node"].unique())
+
+
+def timeline_figure(run: Run, folder: Path, flow: str = "webrc",
+                    others: list[str] | None = None) -> list[Path]:
+    """Figs. 4 and 10 in one style: ARTT, LOSSP and throughput (per second) against time,
+    one line per receiver of ``flow``; ``others`` adds competing flows' throughput."""
+    nodes = receivers(run, flow)
+    if not nodes:
+        return []
+    ps = run.per_second
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
+        for node in nodes:
+            axes[0].plot(gauge(run, "artt_s", flow, node), label=node)
+            axes[1].plot(gauge(run, "lossp", flow, node), label=node)
+        rows = ps[ps["flow"].isin([flow, *(others or [])])]
+        scale, unit = rate_scale(float(rows["throughput_bps"].max() or 1.0))
+        for (name, node), group in rows.groupby(["flow", "node"]):
+            axes[2].plot(group["t"], group["throughput_bps"] / scale, label=f"{name} {node}")
+        axes[0].set_ylabel("ARTT (s)")
+        axes[1].set_ylabel("LOSSP")
+        axes[2].set_ylabel(f"throughput ({unit})")
+        axes[2].set_xlabel("time (s)")
+        start, _ = _window(run)
+        for ax in axes:
+            ax.axvspan(0, start, color="#eeeeee", zorder=0)
+            ax.legend(fontsize=8)
+        fig.suptitle(run.spec.name if hasattr(run.spec, "name") else flow, fontsize=10)
+        return save(fig, folder, f"webrc-timeline-{flow}")
