@@ -59,6 +59,9 @@ class RunOptions:
     announce: Callable[[str], None] = lambda text: None
     readiness_timeout: float = 60.0
     lock_timeout: float = 0.0
+    # Called with the run's folder as soon as it exists, so a caller (a sweep)
+    # knows where a run that then raises left its record.
+    started: Callable[[Path], None] = lambda path: None
 
 
 @dataclass
@@ -205,6 +208,7 @@ def execute(res: Resolved, options: RunOptions) -> Path:
     """Run a resolved experiment and return its results folder."""
     exp = res.experiment
     run_dir = new_run_dir(options.results, exp.name)
+    options.started(run_dir)
     (run_dir / "logs").mkdir()
     (run_dir / "tables").mkdir()
     (run_dir / "sessions").mkdir()
