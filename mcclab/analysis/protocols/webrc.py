@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from mcclab.analysis.figures import STYLE, rate_scale, save  # noqa: E402
+from mcclab.analysis.plugins import figure, measure  # noqa: E402
 from mcclab.analysis.results import Run  # noqa: E402
 
 
@@ -42,16 +43,26 @@ def window_mean(run: Run, name: str, flow: str, node: str) -> float:
     return float(series.mean()) if len(series) else math.nan
 
 
-def artt(run: Run, flow: str, node: str) -> float:
-    """The receiver's ARTT (seconds), averaged over the measurement window."""
-    return window_mean(run, "artt_s", flow, node)
+def _over_receivers(run: Run, name: str, flow: str, node: str | None) -> float:
+    """A gauge's window mean at ``node``, else the mean over the flow's receivers."""
+    nodes = [node] if node is not None else receivers(run, flow)
+    values = [v for v in (window_mean(run, name, flow, n) for n in nodes) if not math.isnan(v)]
+    return sum(values) / len(values) if values else math.nan
 
 
-def lossp(run: Run, flow: str, node: str) -> float:
-    """The receiver's LOSSP, averaged over the measurement window."""
-    return window_mean(run, "lossp", flow, node)
+@measure("webrc.artt", unit="s")
+def artt(run: Run, flow: str, node: str | None = None) -> float:
+    """ARTT (the averaged MRTT) over the window, at a receiver or the mean over receivers."""
+    return _over_receivers(run, "artt_s", flow, node)
 
 
+@measure("webrc.lossp", unit="1")
+def lossp(run: Run, flow: str, node: str | None = None) -> float:
+    """LOSSP (the loss event rate estimate) over the window."""
+    return _over_receivers(run, "lossp", flow, node)
+
+
+@measure("webrc.shared_fraction", unit="1")
 def shared_fraction(run: Run, flow: str, node: str, src: str, dst: str) -> float:
     """Packets ``node`` received over the packets the link ``src -> dst`` carried, in the
     window (sec. 5.3: the share of the packets crossing the shared link that reach a
@@ -78,6 +89,7 @@ def receivers(run: Run, flow: str) -> list[str]:
     return sorted(ps.loc[ps["flow"] == flow, "node"].unique())
 
 
+@figure("webrc.timeline")
 def timeline_figure(run: Run, folder: Path, flow: str = "webrc",
                     others: list[str] | None = None) -> list[Path]:
     """Figs. 4 and 10 in one style: ARTT, LOSSP and throughput (per second) against time,
@@ -103,5 +115,4 @@ def timeline_figure(run: Run, folder: Path, flow: str = "webrc",
         for ax in axes:
             ax.axvspan(0, start, color="#eeeeee", zorder=0)
             ax.legend(fontsize=8)
-        fig.suptitle(run.spec.name if hasattr(run.spec, "name") else flow, fontsize=10)
         return save(fig, folder, f"webrc-timeline-{flow}")
