@@ -18,8 +18,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from mcclab.analysis.figures import STYLE, rate_scale, save  # noqa: E402
-from mcclab.analysis.plugins import figure, measure  # noqa: E402
+from mcclab.analysis.plugins import figure, measure, sweep_figure  # noqa: E402
 from mcclab.analysis.results import Run  # noqa: E402
+from mcclab.analysis.sweep import Sweep  # noqa: E402
 
 
 def _window(run: Run) -> tuple[float, float]:
@@ -116,3 +117,52 @@ def timeline_figure(run: Run, folder: Path, flow: str = "webrc",
             ax.axvspan(0, start, color="#eeeeee", zorder=0)
             ax.legend(fontsize=8)
         return save(fig, folder, f"webrc-timeline-{flow}")
+
+
+def _path_of(values: dict) -> tuple[float, float] | None:
+    """(RTT s, loss) of a Fig. 5 sweep point: twice the bottleneck delay, its forward loss."""
+    from mcclab.model.units import parse_duration, parse_probability
+
+    links = values.get("overrides.links")
+    if not links:
+        return None
+    link = links[0]
+    loss = (link.get("forward") or {}).get("loss", 0)
+    return 2 * parse_duration(link["delay"]), parse_probability(loss)
+
+
+@sweep_figure("webrc.fig5")
+def fig5(sweep: Sweep, folder: Path, flow: str = "webrc", node: str = "d1") -> list[Path]:
+    """Fig. 5: steady-state throughput (packets/s) against loss, one line per RTT, with
+    Eq. 1 adjusted by the upper bound of Eq. 7 (and LOSSP from Eq. 8) for comparison."""
+    import numpy as np
+
+    from agents.webrc.model import loss_event_rate, peak_to_mean, tcp_rate
+    from mcclab.analysis.metrics import throughput
+
+    points: dict[float, list[tuple[float, float]]] = {}
+    for point in sweep.points:
+        path = _path_of(point.record.set)
+        if path is None or point.run is None:
+            continue
+        bps = throughput(point.run.per_second, flow, point.run.window, node)
+        if math.isnan(bps):
+            continue
+        points.setdefault(path[0], []).append((path[1], bps / (8 * 1024)))
+    if not points:
+        return []
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(6, 4.5))
+        losses = np.logspace(-4, -1, 60)
+        for i, rtt in enumerate(sorted(points)):
+            color = f"C{i % 10}"
+            model = [tcp_rate(loss_event_rate(p), rtt) * peak_to_mean(0.75) for p in losses]
+            ax.plot(losses, model, color=color, linewidth=0.8, label=f"{rtt:g} s")
+            xs, ys = zip(*sorted(points[rtt]), strict=True)
+            ax.plot(xs, ys, "o", color=color)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("packet loss probability")
+        ax.set_ylabel("throughput (packets/s)")
+        ax.legend(title="MRTT (Eqs. 1, 7, 8)", fontsize=8)
+        return save(fig, folder, "webrc-fig5")
