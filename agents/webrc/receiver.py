@@ -342,11 +342,15 @@ class WebrcReceiver(ReceiverCore):
                 "startup_end": self.startup_reason, "overflow_blocks": self.overflow_blocks}
 
     def metrics(self) -> dict[str, float]:
+        """The gauges of ``mcclab.monitoring.metric_names.CORE_GAUGES["webrc"]``, always finite:
+        LOSSP is 0 until start-up ends (it is not estimated before), TRATE is finite since
+        TRR bounds it. REQN, SSR and each MRTT sample are in the event log instead."""
         size_bits = 8 * self.params.packet_size
-        values = {"artt_s": self.current_artt(), "lossp": self.lossp, "nwc": self.nwc,
-                  "trate_pps": self.trate, "trate_bps": self.trate * size_bits,
-                  "reqn_pps": self.reqn, "arr_pps": self.arr, "trr_pps": self.trr,
-                  "rr_pps": self.rr, "ssr_pps": self.ssr, "mrtt_last_s": self.mrtt_last,
-                  "startup": float(self.startup), "joins": self.joins, "leaves": self.leaves,
-                  "join_timeouts": self.timeouts, "loss_events": self.loss_events}
-        return {k: float(v) for k, v in values.items() if math.isfinite(v)}
+        lossp = self.lossp if math.isfinite(self.lossp) else 0.0
+        trate = self.trate if math.isfinite(self.trate) else self.target_rate()
+        values = {"artt_seconds": self.current_artt(), "lossp": lossp, "nwc": self.nwc,
+                  "trate_bps": trate * size_bits, "arr_pps": self.arr, "trr_pps": self.trr,
+                  "rr_pps": self.rr, "startup": float(self.startup), "wave_joins": self.joins,
+                  "wave_leaves": self.leaves, "join_timeouts": self.timeouts,
+                  "loss_events": self.loss_events}
+        return {k: float(v) for k, v in values.items()}

@@ -42,6 +42,7 @@ class WebrcSender(SenderCore):
         self.k = len(self.offsets)
         self.first_psn = (PSN_MOD - self.k) % PSN_MOD
         self.start_time = 0.0
+        self.last_now = 0.0
         self.heap: list[tuple[float, int]] = []
         self.wave_start: dict[int, float] = {}  # cn -> start time of its current wave
         self.index: dict[int, int] = {}  # cn -> next packet of its wave / of the base
@@ -85,6 +86,7 @@ class WebrcSender(SenderCore):
 
     def on_timer(self, now: float, timer_id: str) -> list[Action]:
         size = self.params.packet_size
+        self.last_now = now
         actions: list[Action] = []
         while self.heap and self.heap[0][0] <= now:
             due, cn = heapq.heappop(self.heap)
@@ -101,6 +103,8 @@ class WebrcSender(SenderCore):
         return actions
 
     def metrics(self) -> dict[str, float]:
-        return {"session_rate_bps": self.params.session_rate, "waves_active": self.model.n,
-                "wave_channels": self.model.t, "tsi": self.tsi, "skipped_packets": self.skipped}
+        m = self.model
+        base = m.base_rate(m.slot_of(self.last_now - self.start_time)[1])
+        return {"waves": m.t, "base_rate_bps": base * 8 * self.params.packet_size,
+                "waves_active": m.n, "tsi": self.tsi, "skipped_packets": self.skipped}
 

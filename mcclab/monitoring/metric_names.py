@@ -119,21 +119,32 @@ CORE_GAUGES: dict[str, ProtocolGauges] = {
         sender={"layers": "number of layers", "target_rate_bps": "sum of the layer rates"},
         receiver={"subscription_level": "layers joined (level k = layers 0..k-1)",
                   "subscribed_rate_bps": "sum of the joined layers' rates, bit/s"}),
+    "webrc": ProtocolGauges(
+        "webrc",
+        sender={"waves": "number of wave channels (T)",
+                "base_rate_bps": "base channel rate, bit/s",
+                "waves_active": "active waves at any time (N)",
+                "tsi": "current time slot index",
+                "skipped_packets": "packets skipped by a sender woken too late, cumulative"},
+        receiver={
+            "artt_seconds": "ARTT: the receiver's average round-trip time estimate, seconds",
+            "lossp": "LOSSP: the loss event probability estimate (0..1; 0 until start-up ends)",
+            "trate_bps": "TRATE: the target reception rate from the equation, bit/s",
+            "nwc": "NWC: the receiver's NWC variable (the wave channel count of RFC 3738)",
+            "arr_pps": "ARR: anticipated reception rate, packets/s",
+            "trr_pps": "TRR: true (averaged) reception rate, packets/s",
+            "rr_pps": "RR: reception rate of the last epoch, packets/s",
+            "startup": "1 during start-up (sec. 3.2), else 0",
+            "wave_joins": "wave joins, cumulative (the runtime's joins_total adds the base)",
+            "wave_leaves": "wave leaves, cumulative",
+            "join_timeouts": "join timeouts, cumulative",
+            "loss_events": "loss events, cumulative",
+        }),
 }
 
 # Protocols without an agent yet: THE CONTRACT their cores must export. Every
 # gauge is a plain number, refreshed at least once a second through metrics().
 PENDING_CORE_GAUGES: dict[str, ProtocolGauges] = {
-    "webrc": ProtocolGauges(
-        "webrc",
-        sender={"waves": "number of wave channels",
-                "base_rate_bps": "base channel rate, bit/s"},
-        receiver={
-            "artt_seconds": "ARTT: the receiver's average round-trip time estimate, seconds",
-            "lossp": "LOSSP: the loss event probability estimate (0..1)",
-            "trate_bps": "TRATE: the target reception rate from the equation, bit/s",
-            "nwc": "NWC: the receiver's NWC variable (the wave channel count of RFC 3738)",
-        }),
     "rlc": ProtocolGauges(
         "rlc",
         sender={"layers": "number of layers", "sp_interval_seconds": "time between SPs"},

@@ -75,7 +75,7 @@ def test_default_experiment_short_version(tmp_path):
     protocol = pd.read_csv(run / "tables" / "protocol.csv")
     mine = protocol[(protocol["flow"] == "webrc") & (protocol["node"] == "d1")]
     assert mine[mine["name"] == "nwc"]["value"].max() >= 4
-    assert PATH_RTT <= mine[mine["name"] == "artt_s"]["value"].iloc[-1] <= 1.0
+    assert PATH_RTT <= mine[mine["name"] == "artt_seconds"]["value"].iloc[-1] <= 1.0
 
     table = pd.read_csv(run / "tables" / "per_second.csv")
     webrc = table[table["flow"] == "webrc"].set_index("t")["throughput_bps"]

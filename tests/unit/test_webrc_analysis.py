@@ -24,7 +24,7 @@ def run(tmp_path):
              "throughput_bps": 8192 * k, "packets": k, "lost": 0, "level": ""}
             for t in range(1, 11) for n, k in (("a", 90), ("b", 100))]
     pd.DataFrame(rows).to_csv(tables / "per_second.csv", index=False)
-    proto = [{"t": t, "flow": "webrc", "node": n, "role": "receiver", "name": "artt_s",
+    proto = [{"t": t, "flow": "webrc", "node": n, "role": "receiver", "name": "artt_seconds",
               "value": v + (0.5 if t <= 4 else 0.0)}  # the warm-up is not measured
              for t in range(1, 11) for n, v in (("a", 0.17), ("b", 0.18))]
     proto += [{"t": t, "flow": "webrc", "node": "a", "role": "receiver", "name": "lossp",

@@ -28,11 +28,17 @@ def _window(run: Run) -> tuple[float, float]:
     return start, end
 
 
+# Gauges renamed during development; runs recorded before keep the old names.
+_OLD_NAMES = {"artt_seconds": "artt_s"}
+
+
 def gauge(run: Run, name: str, flow: str, node: str) -> pd.Series:
     """A receiver gauge over the whole run, indexed by experiment second."""
     p = run.protocol
-    rows = p[(p["flow"] == flow) & (p["node"] == node) & (p["name"] == name)
-             & (p["role"] == "receiver")]
+    mine = p[(p["flow"] == flow) & (p["node"] == node) & (p["role"] == "receiver")]
+    if name not in set(mine["name"]) and name in _OLD_NAMES:
+        name = _OLD_NAMES[name]
+    rows = mine[mine["name"] == name]
     return rows.set_index("t")["value"].sort_index()
 
 
@@ -54,7 +60,7 @@ def _over_receivers(run: Run, name: str, flow: str, node: str | None) -> float:
 @measure("webrc.artt", unit="s")
 def artt(run: Run, flow: str, node: str | None = None) -> float:
     """ARTT (the averaged MRTT) over the window, at a receiver or the mean over receivers."""
-    return _over_receivers(run, "artt_s", flow, node)
+    return _over_receivers(run, "artt_seconds", flow, node)
 
 
 @measure("webrc.lossp", unit="1")
@@ -102,7 +108,7 @@ def timeline_figure(run: Run, folder: Path, flow: str = "webrc",
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
         for node in nodes:
-            axes[0].plot(gauge(run, "artt_s", flow, node), label=node)
+            axes[0].plot(gauge(run, "artt_seconds", flow, node), label=node)
             axes[1].plot(gauge(run, "lossp", flow, node), label=node)
         rows = ps[ps["flow"].isin([flow, *(others or [])])]
         scale, unit = rate_scale(float(rows["throughput_bps"].max() or 1.0))
