@@ -81,11 +81,12 @@ def test_default_experiment_short_version(tmp_path):
     webrc = table[table["flow"] == "webrc"].set_index("t")["throughput_bps"]
     tcp = table[table["flow"] == "tcp"].set_index("t")["throughput_bps"]
     # Start-up multiplies the rate by about 4/3 per second: within 20 s WEBRC is past
-    # 0.5 Mbit/s; together the flows never exceed the bottleneck (payload < IP bytes).
+    # 0.5 Mbit/s, and its payload never exceeds the bottleneck (1024 of 1052 IP bytes).
+    # (The sum with TCP is not checked per second: iperf3's seconds are not aligned
+    # with the agents' to better than a few seconds in the tables.)
     assert webrc.loc[15:25].mean() >= 0.5e6, webrc.to_dict()
+    assert webrc.max() <= BOTTLENECK * 1024 / 1052 * 1.02, webrc.max()
     assert tcp.loc[30:40].mean() > 0.1e6, tcp.to_dict()
-    both = webrc.add(tcp, fill_value=0).loc[30:40].mean()
-    assert both <= BOTTLENECK * 1.01, both
 
     summary = json.loads((run / "summary.json").read_text())
     labels = {q["label"] for q in summary["quantities"]}
