@@ -62,10 +62,21 @@ CASES: dict[str, dict] = {
     # the receiver joins the base first, then the wave in its last slot (CN 0 in slot 0).
     "webrc": {
         "ssm": False,
-        "channels": [{"group": f"239.7.2.{i + 1}", "port": 6004} for i in range(44)],
+        "channels": [{"group": f"239.7.3.{i + 1}", "port": 6006} for i in range(44)],
         "params": {"session_rate": "1Mbit", "packet_size": "1024B"},
         "expected_range": ["4kbit", "1Mbit"],
         "joins_prefix": [43, 0],
+        "silent_channels": [],
+    },
+    "stair": {
+        "ssm": False,
+        # one unit (CL_0) and one stair layer; SL_16 at 256 kbit/s with 512 B packets tops
+        # out at one packet per 16 ms, so the stair is flat and the rate constant
+        "channels": [{"group": "239.7.2.1", "port": 6004}, {"group": "239.7.2.2", "port": 6004}],
+        "params": {"base_rate": "256kbit", "packet_size": "512B", "max_rate": "256kbit",
+                   "stair_layers": 1, "rtt_source": "fixed", "rtt": "16ms"},
+        "session": {"feedback_port": 6005},
+        "expected": "512kbit",
         "silent_channels": [],
     },
 }
@@ -134,6 +145,7 @@ def session_file(tmp_path: Path, name: str, case: dict, net: Pair) -> Path:
             "snd": {"address": net.sender_data},
             "rcv": {"address": net.receiver_data, "params": case.get("receiver_params", {})},
         },
+        **case.get("session", {}),
     }
     path = tmp_path / "session.json"
     path.write_text(json.dumps(session))
