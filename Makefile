@@ -8,7 +8,7 @@ MCCLAB     := $(VENV)/bin/mcclab
 PLAYBOOK   := ansible-playbook -i ansible/inventory.ini ansible/site.yml
 SUDO       := $(if $(filter 0,$(shell id -u)),,sudo)
 EXPERIMENT ?= default
-PROFILE    ?= paper
+PROFILE    ?= quick
 PYTEST_ARGS ?=
 
 .PHONY: help setup experiment test test-unit lint schema clean linkemu dashboards bench-links

@@ -19,8 +19,8 @@ from agents.runtime.header import PROTOCOL_FLAGS, Extension, HeaderParser, NoExt
 if TYPE_CHECKING:
     from agents.runtime.session import Session
 
-BUILTIN_MODULES = ("agents.cbr", "agents.layered_cbr", "agents.rlc", "agents.ormcc",
-                   "agents.stair")
+BUILTIN_MODULES = ("agents.cbr", "agents.layered_cbr", "agents.webrc", "agents.rlc",
+                   "agents.ormcc", "agents.stair")
 
 SenderFactory = Callable[[Any, "Session"], SenderCore]
 ReceiverFactory = Callable[[Any, "Session"], ReceiverCore]

@@ -172,6 +172,27 @@ CORE_GAUGES: dict[str, ProtocolGauges] = {
             "loss_events": "packets that revealed a sequence gap, cumulative",
             "lost_packets": "packets missing in those gaps, cumulative",
         }),
+    "webrc": ProtocolGauges(
+        "webrc",
+        sender={"waves": "number of wave channels (T)",
+                "base_rate_bps": "base channel rate, bit/s",
+                "waves_active": "active waves at any time (N)",
+                "tsi": "current time slot index",
+                "skipped_packets": "packets skipped by a sender woken too late, cumulative"},
+        receiver={
+            "artt_seconds": "ARTT: the receiver's average round-trip time estimate, seconds",
+            "lossp": "LOSSP: the loss event probability estimate (0..1; 0 until start-up ends)",
+            "trate_bps": "TRATE: the target reception rate from the equation, bit/s",
+            "nwc": "NWC: the receiver's NWC variable (the wave channel count of RFC 3738)",
+            "arr_pps": "ARR: anticipated reception rate, packets/s",
+            "trr_pps": "TRR: true (averaged) reception rate, packets/s",
+            "rr_pps": "RR: reception rate of the last epoch, packets/s",
+            "startup": "1 during start-up (sec. 3.2), else 0",
+            "wave_joins": "wave joins, cumulative (the runtime's joins_total adds the base)",
+            "wave_leaves": "wave leaves, cumulative",
+            "join_timeouts": "join timeouts, cumulative",
+            "loss_events": "loss events, cumulative",
+        }),
     "stair": ProtocolGauges(
         "stair",
         sender={"layers": "channels: CLs + NCLs + SLs",
@@ -203,16 +224,6 @@ CORE_GAUGES: dict[str, ProtocolGauges] = {
 # Protocols without an agent yet: THE CONTRACT their cores must export. Every
 # gauge is a plain number, refreshed at least once a second through metrics().
 PENDING_CORE_GAUGES: dict[str, ProtocolGauges] = {
-    "webrc": ProtocolGauges(
-        "webrc",
-        sender={"waves": "number of wave channels",
-                "base_rate_bps": "base channel rate, bit/s"},
-        receiver={
-            "artt_seconds": "ARTT: the receiver's average round-trip time estimate, seconds",
-            "lossp": "LOSSP: the loss event probability estimate (0..1)",
-            "trate_bps": "TRATE: the target reception rate from the equation, bit/s",
-            "nwc": "NWC: the receiver's NWC variable (the wave channel count of RFC 3738)",
-        }),
 }
 
 # --- router and link exporter (exists: mcclab/monitoring/exporter.py) -------------------

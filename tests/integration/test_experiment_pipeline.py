@@ -12,6 +12,7 @@ import time
 import pandas as pd
 import pytest
 
+from agents.webrc.params import WebrcParams
 from mcclab.probes.reach import wait_for
 from mcclab.state import leftovers
 
@@ -19,10 +20,7 @@ pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
 
 MCCLAB = [sys.executable, "-m", "mcclab"]
 BOTTLENECK = 3.2e6
-CBR_RATE = 1e6
-# IP+UDP headers of a 1000 B CBR payload, and TCP goodput per wire byte at 1500 B MTU.
-CBR_ON_WIRE = CBR_RATE * 1028 / 1000
-TCP_GOODPUT_PER_WIRE_BYTE = 1448 / 1500
+PATH_RTT = 0.1  # the dumbbell's round trip without queueing
 
 
 def only_run(results):
@@ -32,37 +30,71 @@ def only_run(results):
     return runs[0]
 
 
+def records(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def test_default_experiment_short_version(tmp_path):
+    # WEBRC against TCP (sec. 5.2) over real FRR routers, shortened to 40 s: WEBRC alone
+    # for 25 s (start-up through IGMP/PIM joins), then TCP.
     out = subprocess.run(MCCLAB + ["run", "default", "--profile", "quick", "--set",
-                                   "duration=22s", "--set", "warmup=5s", "--results",
-                                   str(tmp_path), "--wait", "600"],
+                                   "duration=40s", "--set", "warmup=5s", "--set",
+                                   "flows.tcp.start=25s", "--results", str(tmp_path),
+                                   "--wait", "600"],
                          capture_output=True, text=True, timeout=750)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     run = only_run(tmp_path)
     record = json.loads((run / "run.json").read_text())
-    assert record["status"] == "complete" and record["elapsed_s"] == pytest.approx(22, abs=0.5)
+    assert record["status"] == "complete" and record["elapsed_s"] == pytest.approx(40, abs=0.5)
     env = json.loads((run / "env.json").read_text())
     assert env["kernel"] and env["git_sha"] and env["link_backend"] in ("kernel", "userspace")
     assert env["packages"]["frr"] and env["packages"]["iperf3"]
-    for name in ("spec.yaml", "topology.yaml", "tables/per_second.csv", "summary.json",
-                 "report.html", "figures/throughput.png", "figures/throughput.svg"):
+    for name in ("spec.yaml", "topology.yaml", "tables/per_second.csv", "tables/protocol.csv",
+                 "summary.json", "report.html", "figures/throughput.png",
+                 "figures/throughput.svg"):
         assert (run / name).is_file(), name
-    assert list((run / "logs").glob("cbr-receiver-d1.jsonl"))
+    log = run / "logs" / "webrc-receiver-d1.jsonl"
+    assert log.is_file()
+
+    # WEBRC's receiver joined waves one after the other through IGMP and PIM, measured
+    # each MRTT (join sent to first packet), and left waves as they became quiescent.
+    events = records(log)
+    joins = [r["channel"] for r in events if r["event"] == "join"]
+    t = WebrcParams(session_rate="4Mbit").model().t  # the spec's session: T = 48
+    assert len(joins) >= 6 and joins[0] == t  # the base channel (CN = T) first
+    waves = joins[1:]  # then in sequence (a re-join after a timeout repeats a channel)
+    assert all((b - a) % t <= 1 for a, b in zip(waves, waves[1:], strict=False)), waves
+    mrtts = [r["sample"] for r in events if r["event"] == "mrtt" and r["wave"]]
+    assert len(mrtts) >= 5
+    # Never below the path's RTT (the join must reach rl and the data come back); a
+    # join through FRR adds tens of ms at most, plus part of a packet spacing.
+    assert min(mrtts) >= PATH_RTT * 0.98, mrtts
+    assert sorted(mrtts)[len(mrtts) // 2] <= PATH_RTT + 0.3, mrtts
+    assert any(r["event"] == "leave" for r in events)
+
+    protocol = pd.read_csv(run / "tables" / "protocol.csv")
+    mine = protocol[(protocol["flow"] == "webrc") & (protocol["node"] == "d1")]
+    assert mine[mine["name"] == "nwc"]["value"].max() >= 4
+    assert PATH_RTT <= mine[mine["name"] == "artt_seconds"]["value"].iloc[-1] <= 1.0
 
     table = pd.read_csv(run / "tables" / "per_second.csv")
-    window = table[table["t"] > 5]
-    cbr = window[window["flow"] == "cbr"]["throughput_bps"].mean()
-    tcp = window[window["flow"] == "tcp"]["throughput_bps"].mean()
-    # CBR is not congestion controlled: it gets its configured rate (within 3%).
-    assert cbr == pytest.approx(CBR_RATE, rel=0.03), cbr
-    # TCP takes the rest of the bottleneck, within 10%.
-    rest = (BOTTLENECK - CBR_ON_WIRE) * TCP_GOODPUT_PER_WIRE_BYTE
-    assert tcp == pytest.approx(rest, rel=0.10), (tcp, rest)
+    webrc = table[table["flow"] == "webrc"].set_index("t")["throughput_bps"]
+    tcp = table[table["flow"] == "tcp"].set_index("t")["throughput_bps"]
+    # Start-up multiplies the rate by about 4/3 per second: within 20 s WEBRC is past
+    # 0.5 Mbit/s, and its payload never exceeds the bottleneck (1024 of 1052 IP bytes).
+    # (The sum with TCP is not checked per second: iperf3's seconds are not aligned
+    # with the agents' to better than a few seconds in the tables.)
+    assert webrc.loc[15:25].mean() >= 0.5e6, webrc.to_dict()
+    assert webrc.max() <= BOTTLENECK * 1024 / 1052 * 1.02, webrc.max()
+    assert tcp.loc[30:40].mean() > 0.1e6, tcp.to_dict()
 
     summary = json.loads((run / "summary.json").read_text())
-    verdicts = {q["label"]: q["verdict"] for q in summary["quantities"]}
-    assert verdicts["CBR throughput"] == "pass"
-    assert leftovers() == {"netns": [], "interfaces": []}
+    labels = {q["label"] for q in summary["quantities"]}
+    assert {"WEBRC share of the total", "bottleneck utilisation"} <= labels
+    # Only this lab's namespaces: another engineer's lab may take the machine-wide
+    # lock the moment ours is torn down.
+    ours = {f"mcl-{n}" for n in ("rl", "rr", "s1", "s2", "d1", "d2")}
+    assert not ours & set(leftovers()["netns"])
 
 
 def test_sigterm_mid_run_leaves_an_interrupted_record_and_nothing_running(tmp_path):
@@ -74,13 +106,13 @@ def test_sigterm_mid_run_leaves_an_interrupted_record_and_nothing_running(tmp_pa
 
     def receiver_running_a_while():
         nonlocal log
-        runs = list((tmp_path / "default").glob("*/logs/cbr-receiver-d1.jsonl"))
+        runs = list((tmp_path / "default").glob("*/logs/webrc-receiver-d1.jsonl"))
         if not runs:
             return False
         log = runs[0]
         return log.read_text().count('"stats"') >= 6
 
-    wait_for(receiver_running_a_while, 700, "six seconds of CBR reception")
+    wait_for(receiver_running_a_while, 700, "six seconds of WEBRC reception")
     os.kill(proc.pid, signal.SIGTERM)
     killed_at = time.monotonic()
     proc.wait(timeout=90)
@@ -91,7 +123,8 @@ def test_sigterm_mid_run_leaves_an_interrupted_record_and_nothing_running(tmp_pa
     assert 5 <= record["elapsed_s"] < 20
     table = pd.read_csv(run / "tables" / "per_second.csv")
     assert table["t"].max() == int(record["elapsed_s"])
-    assert table[table["flow"] == "cbr"]["throughput_bps"].iloc[-3:].mean() > 0.5 * CBR_RATE
+    # WEBRC in start-up: at least the base channel and its first waves arrived
+    assert table[table["flow"] == "webrc"]["throughput_bps"].iloc[-3:].mean() > 10e3
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "interrupted"
     assert (run / "report.html").is_file()

@@ -18,20 +18,23 @@ def test_default_experiment_launches():
     plan = plan_addresses(res.topology)
     lp = plan_launches(res.experiment, plan, RUN, python="py")
     roles = [(launch.flow, launch.role, launch.node) for launch in lp.launches]
-    assert roles == [("cbr", "sender", "s1"), ("cbr", "receiver", "d1"),
+    assert roles == [("webrc", "sender", "s1"), ("webrc", "receiver", "d1"),
                      ("tcp", "server", "d2"), ("tcp", "client", "s2")]
     client = lp.launches[3]
     assert client.argv[:3] == ("iperf3", "-c", str(plan.address_of("d2")))
     assert "-C" in client.argv and client.argv[client.argv.index("-C") + 1] == "reno"
-    assert client.start == 1.0
-    assert client.argv[client.argv.index("-t") + 1] == "62"  # outlasts the run
+    assert client.start == 100.0
+    assert client.argv[client.argv.index("-t") + 1] == "403"  # outlasts the run
     sender = lp.launches[0]
     assert sender.argv[:4] == ("py", "-m", "agents.run", "sender")
     metrics = sender.argv[sender.argv.index("--metrics") + 1]
     assert metrics.startswith(str(plan.control["s1"].ip) + ":")
-    session = json.loads(lp.files[str(RUN / "sessions" / "cbr.json")])
-    assert session["source"] == str(plan.address_of("s1"))
-    assert session["channels"] == [{"group": "239.10.1.1", "port": 5500}]
+    assert lp.launches[1].start == 3.0  # the receiver's own start
+    session = json.loads(lp.files[str(RUN / "sessions" / "webrc.json")])
+    assert session["source"] == str(plan.address_of("s1")) and session["ssm"] is True
+    # WEBRC at 4 Mbit/s: T = 48 wave channels and the base channel, SSM groups
+    assert len(session["channels"]) == 49
+    assert session["channels"][0] == {"group": "232.10.1.1", "port": 5500}
 
 
 def test_on_off_periods_are_seeded_and_inside_the_run():

@@ -44,12 +44,13 @@ def test_unknown_experiment_lists_the_known_ones():
 def test_quick_profile_and_set_overrides():
     paper = resolve("default")
     quick = resolve("default", "quick")
-    assert paper.experiment.duration == 60 and quick.experiment.duration == 30
-    custom = resolve("default", "quick", ["duration=12s", "flows.cbr.params.rate=500kbit",
+    assert paper.experiment.duration == 500 and quick.experiment.duration == 150
+    custom = resolve("default", "quick", ["duration=30s", "warmup=2s",
+                                           "flows.webrc.params.session_rate=2Mbit",
                                            "flows.tcp.cc=cubic"])
     flows = {f.name: f for f in custom.experiment.flows}
-    assert custom.experiment.duration == 12
-    assert flows["cbr"].params["rate"] == "500kbit" and flows["tcp"].cc == "cubic"
+    assert custom.experiment.duration == 30
+    assert flows["webrc"].params["session_rate"] == "2Mbit" and flows["tcp"].cc == "cubic"
 
 
 def test_set_with_a_bad_value_names_the_field():

@@ -34,7 +34,7 @@ def _default_run():
 def test_targets_name_every_agent_endpoint_and_the_exporter_with_all_labels():
     res, plan, lp = _default_run()
     protocols = _flow_protocols(res.experiment)
-    assert protocols == {"cbr": "cbr", "tcp": "tcp"}
+    assert protocols == {"webrc": "webrc", "tcp": "tcp"}
     gw = f"{plan.control_gateway.ip}:9463"
     targets = targets_for("r1", "default", lp, protocols, gw)
     assert targets[0].address == gw and targets[0].labels["component"] == "exporter"
@@ -45,7 +45,7 @@ def test_targets_name_every_agent_endpoint_and_the_exporter_with_all_labels():
         assert t.labels["run"] == "r1" and t.labels["experiment"] == "default"
     d1 = agents[("receiver", "d1")]
     assert d1.address == f"{plan.control['d1'].ip}:9464"
-    assert d1.labels["flow"] == "cbr" and d1.labels["protocol"] == "cbr"
+    assert d1.labels["flow"] == "webrc" and d1.labels["protocol"] == "webrc"
     doc = prom.targets_document(targets)
     assert doc[2] == {"targets": [d1.address], "labels": dict(sorted(d1.labels.items()))}
 

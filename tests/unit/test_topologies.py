@@ -30,6 +30,7 @@ MALFORMED_FILES = sorted(MALFORMED_DIR.glob("*.yaml"))
 
 REQUIRED = {
     "webrc-fig3",
+    "webrc-fig11",
     "webrc-dumbbell",
     "rlc-fig2a",
     "rlc-fig2b",
@@ -50,6 +51,7 @@ REQUIRED = {
 # The multicast (or first) sender of each topology; the RP must sit next to it.
 SOURCES = {
     "webrc-fig3": "src",
+    "webrc-fig11": "src",
     "webrc-dumbbell": "s1",
     "rlc-fig2a": "n0",
     "rlc-fig2b": "n0",

@@ -1,0 +1,174 @@
+"""WEBRC's analysis: receiver estimates (ARTT, LOSSP) from ``tables/protocol.csv``, the
+fraction of the packets crossing a bottleneck that reach each receiver (sec. 5.3), and
+figures in the paper's style (Figs. 4, 8-11: ARTT, LOSSP and throughput over time).
+
+Everything reads only the run folder (:class:`~mcclab.analysis.results.Run`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from mcclab.analysis.figures import STYLE, rate_scale, save  # noqa: E402
+from mcclab.analysis.plugins import figure, measure, sweep_figure  # noqa: E402
+from mcclab.analysis.results import Run  # noqa: E402
+from mcclab.analysis.sweep import Sweep  # noqa: E402
+
+
+def _window(run: Run) -> tuple[float, float]:
+    start, end = run.window
+    return start, end
+
+
+# Gauges renamed during development; runs recorded before keep the old names.
+_OLD_NAMES = {"artt_seconds": "artt_s"}
+
+
+def gauge(run: Run, name: str, flow: str, node: str) -> pd.Series:
+    """A receiver gauge over the whole run, indexed by experiment second."""
+    p = run.protocol
+    mine = p[(p["flow"] == flow) & (p["node"] == node) & (p["role"] == "receiver")]
+    if name not in set(mine["name"]) and name in _OLD_NAMES:
+        name = _OLD_NAMES[name]
+    rows = mine[mine["name"] == name]
+    return rows.set_index("t")["value"].sort_index()
+
+
+def window_mean(run: Run, name: str, flow: str, node: str) -> float:
+    """Mean of a receiver gauge over the measurement window (nan if never reported)."""
+    start, end = _window(run)
+    series = gauge(run, name, flow, node)
+    series = series[(series.index > start) & (series.index <= end)]
+    return float(series.mean()) if len(series) else math.nan
+
+
+def _over_receivers(run: Run, name: str, flow: str, node: str | None) -> float:
+    """A gauge's window mean at ``node``, else the mean over the flow's receivers."""
+    nodes = [node] if node is not None else receivers(run, flow)
+    values = [v for v in (window_mean(run, name, flow, n) for n in nodes) if not math.isnan(v)]
+    return sum(values) / len(values) if values else math.nan
+
+
+@measure("webrc.artt", unit="s")
+def artt(run: Run, flow: str, node: str | None = None) -> float:
+    """ARTT (the averaged MRTT) over the window, at a receiver or the mean over receivers."""
+    return _over_receivers(run, "artt_seconds", flow, node)
+
+
+@measure("webrc.lossp", unit="1")
+def lossp(run: Run, flow: str, node: str | None = None) -> float:
+    """LOSSP (the loss event rate estimate) over the window."""
+    return _over_receivers(run, "lossp", flow, node)
+
+
+@measure("webrc.shared_fraction", unit="1")
+def shared_fraction(run: Run, flow: str, node: str, src: str, dst: str) -> float:
+    """Packets ``node`` received over the packets the link ``src -> dst`` carried, in the
+    window (sec. 5.3: the share of the packets crossing the shared link that reach a
+    receiver). The link must carry only this session's packets (control traffic is a
+    few packets a minute)."""
+    start, end = _window(run)
+    links = run.links
+    if links is None or links.empty:
+        return math.nan
+    d = links[(links["src"] == src) & (links["dst"] == dst)].sort_values("t")
+    before, upto = d[d["t"] <= start], d[d["t"] <= end]
+    if before.empty or upto.empty:
+        return math.nan
+    crossed = float(upto["pkts_out"].iloc[-1] - before["pkts_out"].iloc[-1])
+    ps = run.per_second
+    got = ps[(ps["flow"] == flow) & (ps["node"] == node) & (ps["t"] > start)
+             & (ps["t"] <= end)]["packets"].sum()
+    return float(got) / crossed if crossed > 0 else math.nan
+
+
+def receivers(run: Run, flow: str) -> list[str]:
+    """The flow's receiving nodes as recorded."""
+    ps = run.per_second
+    return sorted(ps.loc[ps["flow"] == flow, "node"].unique())
+
+
+@figure("webrc.timeline")
+def timeline_figure(run: Run, folder: Path, flow: str = "webrc",
+                    others: list[str] | None = None) -> list[Path]:
+    """Figs. 4 and 10 in one style: ARTT, LOSSP and throughput (per second) against time,
+    one line per receiver of ``flow``; ``others`` adds competing flows' throughput."""
+    nodes = receivers(run, flow)
+    if not nodes:
+        return []
+    ps = run.per_second
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
+        for node in nodes:
+            axes[0].plot(gauge(run, "artt_seconds", flow, node), label=node)
+            axes[1].plot(gauge(run, "lossp", flow, node), label=node)
+        rows = ps[ps["flow"].isin([flow, *(others or [])])]
+        scale, unit = rate_scale(float(rows["throughput_bps"].max() or 1.0))
+        for (name, node), group in rows.groupby(["flow", "node"]):
+            axes[2].plot(group["t"], group["throughput_bps"] / scale, label=f"{name} {node}")
+        axes[0].set_ylabel("ARTT (s)")
+        axes[1].set_ylabel("LOSSP")
+        axes[2].set_ylabel(f"throughput ({unit})")
+        axes[2].set_xlabel("time (s)")
+        start, _ = _window(run)
+        for ax in axes:
+            ax.axvspan(0, start, color="#eeeeee", zorder=0)
+            ax.legend(fontsize=8)
+        return save(fig, folder, f"webrc-timeline-{flow}")
+
+
+def _path_of(values: dict) -> tuple[float, float] | None:
+    """(RTT s, loss) of a Fig. 5 sweep point: twice the bottleneck delay, its forward loss."""
+    from mcclab.model.units import parse_duration, parse_probability
+
+    links = values.get("overrides.links")
+    if not links:
+        return None
+    link = links[0]
+    loss = (link.get("forward") or {}).get("loss", 0)
+    return 2 * parse_duration(link["delay"]), parse_probability(loss)
+
+
+@sweep_figure("webrc.fig5")
+def fig5(sweep: Sweep, folder: Path, flow: str = "webrc", node: str = "d1") -> list[Path]:
+    """Fig. 5: steady-state throughput (packets/s) against loss, one line per RTT, with
+    Eq. 1 adjusted by the upper bound of Eq. 7 (and LOSSP from Eq. 8) for comparison."""
+    import numpy as np
+
+    from agents.webrc.model import loss_event_rate, peak_to_mean, tcp_rate
+    from mcclab.analysis.metrics import throughput
+
+    points: dict[float, list[tuple[float, float]]] = {}
+    for point in sweep.points:
+        path = _path_of(point.record.set)
+        if path is None or point.run is None:
+            continue
+        bps = throughput(point.run.per_second, flow, point.run.window, node)
+        if math.isnan(bps):
+            continue
+        points.setdefault(path[0], []).append((path[1], bps / (8 * 1024)))
+    if not points:
+        return []
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(6, 4.5))
+        losses = np.logspace(-4, -1, 60)
+        for i, rtt in enumerate(sorted(points)):
+            color = f"C{i % 10}"
+            model = [tcp_rate(loss_event_rate(p), rtt) * peak_to_mean(0.75) for p in losses]
+            ax.plot(losses, model, color=color, linewidth=0.8, label=f"{rtt:g} s")
+            xs, ys = zip(*sorted(points[rtt]), strict=True)
+            ax.plot(xs, ys, "o", color=color)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("packet loss probability")
+        ax.set_ylabel("throughput (packets/s)")
+        ax.legend(title="MRTT (Eqs. 1, 7, 8)", fontsize=8)
+        return save(fig, folder, "webrc-fig5")

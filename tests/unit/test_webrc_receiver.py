@@ -1,0 +1,263 @@
+"""The WEBRC receiver core (sec. 3, Table 2) on a simulated clock, and whole sessions in
+simulated time (agents.sim)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agents.runtime.actions import Join, Leave, Log, SetTimer
+from agents.runtime.header import Header
+from agents.runtime.session import Session
+from agents.sim import Link, simulate
+from agents.webrc import WebrcExt
+from agents.webrc.model import LAST_PSN, gamma, loss_for_rate, peak_to_mean, tcp_rate
+from agents.webrc.params import WebrcParams
+from agents.webrc.receiver import EPOCH, JOIN_TIMEOUT, WebrcReceiver
+from mcclab.monitoring import metric_names as mn
+
+PARAMS = {"session_rate": "1Mbit"}
+
+
+def packet(cn, tsi, psn, seq=0):
+    """A decoded header of channel ``cn``."""
+    return Header(3, 5, cn, seq, 0, 0, WebrcExt(cn, tsi, psn))
+
+
+def joins(actions):
+    return [a.channel for a in actions if isinstance(a, Join)]
+
+
+def leaves(actions):
+    return [a.channel for a in actions if isinstance(a, Leave)]
+
+
+class Feed:
+    """Drives one receiver core: packets on channels, epochs on time."""
+
+    def __init__(self, **params):
+        self.core = WebrcReceiver(WebrcParams(**{**PARAMS, **params}))
+        self.base = self.core.base
+        self.psn: dict[int, int] = {}
+        self.actions = self.core.start(0.0)
+
+    def send(self, now, cn, tsi, skip=0):
+        psn = (self.psn.get(cn, 100) + 1 + skip) % 65536
+        self.psn[cn] = psn
+        out = self.core.on_packet(now, packet(cn, tsi, psn), 1024, "239.0.0.1")
+        self.actions += out
+        return out
+
+    def epoch(self, now):
+        out = self.core.on_timer(now, EPOCH)
+        self.actions += out
+        return out
+
+
+def test_joins_base_and_waits_for_a_base_packet_before_any_wave():
+    feed = Feed()
+    assert joins(feed.actions) == [feed.base]
+    assert SetTimer(EPOCH, 0.5) in feed.actions
+    assert joins(feed.epoch(0.5)) == []  # no TSI yet
+    feed.send(0.6, feed.base, tsi=7)
+    assert feed.core.tsi == 7
+    assert feed.core.mrtt_last == pytest.approx(0.6)  # the base join is the first MRTT sample
+    assert joins(feed.epoch(1.0)) == [7]  # the wave nearest its end: CN = TSI
+
+
+def test_joins_waves_in_sequence_at_most_every_other_epoch_during_startup():
+    feed = Feed()
+    feed.send(0.1, feed.base, 7)
+    assert joins(feed.epoch(0.5)) == [7]
+    assert feed.core.nwc == 1
+    # waiting for the join: never another join while it has shown no packet
+    assert joins(feed.epoch(1.0)) == []
+    feed.send(1.1, 7, 7)  # join took effect
+    assert feed.core.pending is None
+    assert feed.core.mrtt_last == pytest.approx(0.6)
+    assert joins(feed.epoch(1.5)) == []  # the RR check needs a full epoch after the effect
+    for i in range(3):  # RR over 1.5..2.0 matches ARR (3.2 packets/s in the model)
+        feed.send(1.6 + 0.1 * i, 7, 7)
+    assert joins(feed.epoch(2.0)) == [8]  # the next higher-rate wave
+
+
+def test_startup_target_is_gamma_cubed_times_trr():
+    feed = Feed()
+    feed.send(0.1, feed.base, 0)
+    feed.epoch(0.5)
+    core = feed.core
+    assert core.startup and core.ssr == math.inf
+    # computed before the epoch's join, with NWC = 0
+    assert core.trate == pytest.approx(gamma(0, 0.75) ** 3 * core.trr)
+    assert core.nwc == 1 and core.arr == pytest.approx(gamma(0, 0.75) * (1.0 * 0.75 ** 0.05 * 0.75
+                                                                         + 0.25 * 2.0))
+
+
+def test_join_timeout_rejoins_then_gives_up():
+    feed = Feed(join_retries=1)
+    feed.send(0.1, feed.base, 3)
+    out = feed.epoch(0.5)
+    (timer,) = [a for a in out if isinstance(a, SetTimer) and a.timer_id == JOIN_TIMEOUT]
+    assert timer.at >= 0.5 + 2.0
+    out = feed.core.on_timer(timer.at, JOIN_TIMEOUT)
+    assert leaves(out) == [3] and joins(out) == [3]  # try again
+    assert joins(feed.epoch(timer.at + 0.1)) == []  # still waiting
+    out = feed.core.on_timer(timer.at + 5, JOIN_TIMEOUT)
+    assert feed.core.pending is None and feed.core.timeouts == 2
+    assert any(isinstance(a, Log) and a.event == "join_given_up" for a in out)
+
+
+def test_new_time_slot_leaves_the_newly_quiescent_wave():
+    feed = Feed()
+    feed.send(0.1, feed.base, 3)
+    feed.epoch(0.5)
+    feed.send(0.6, 3, 3)
+    arr = feed.core.arr
+    out = feed.send(0.7, feed.base, 4)  # TSI 4: wave 3 is over
+    assert leaves(out) == [3]
+    assert feed.core.nwc == 0 and feed.core.leaves == 1
+    assert feed.core.arr == pytest.approx(arr * (4 / 3) / gamma(0, 0.75))
+
+
+def test_tail_loss_of_a_wave_is_counted_when_it_ends():
+    feed = Feed()
+    feed.send(0.1, feed.base, 3)
+    feed.epoch(0.5)
+    feed.core.on_packet(0.6, packet(3, 3, LAST_PSN - 4), 1024, "g")
+    feed.core.on_packet(0.8, packet(4, 4, 10), 1024, "g")  # next slot; 4 tail packets lost
+    assert feed.core.lost == 4 and feed.core.loss_events == 1
+
+
+def test_losses_within_artt_are_one_loss_event_and_end_startup_with_reqn_equal_trr():
+    feed = Feed()
+    feed.send(0.2, feed.base, 3)  # ARTT = 0.2 s from the base sample
+    core = feed.core
+    core.trr = 40.0
+    feed.send(0.30, feed.base, 3, skip=1)
+    assert core.loss_events == 1 and not core.startup and core.startup_reason == "loss"
+    assert tcp_rate(core.lossp, core.current_artt()) == pytest.approx(40.0, rel=1e-6)
+    assert core.ssr == pytest.approx(0.5 * 40.0)
+    feed.send(0.45, feed.base, 3, skip=2)  # within ARTT of the first: same event
+    assert core.loss_events == 1 and core.lost == 3
+    feed.send(0.55, feed.base, 3, skip=1)  # after ARTT: a new event
+    assert core.loss_events == 2
+
+
+def test_no_join_during_a_loss_event():
+    feed = Feed(initial_artt="2s", base_mrtt_sample=False)
+    feed.send(0.1, feed.base, 3)
+    feed.send(0.2, feed.base, 3, skip=1)
+    assert feed.core.loss_event_end == pytest.approx(2.2)
+    assert joins(feed.epoch(0.5)) == [] and feed.core.nwc == 0
+    feed.core.trr = 10.0  # the equation would allow a join, but the loss event lasts
+    feed.core.loss.reset(1e-5, 5)
+    assert joins(feed.epoch(1.0)) == []
+    feed.core.trr, feed.core.max_trr = 10.0, 20.0  # (not a flat rate: sec. 3.3 allows it)
+    assert joins(feed.epoch(2.5)) == [3]
+
+
+def test_mrtt_jump_between_successive_joins_ends_startup():
+    feed = Feed(base_mrtt_sample=False)
+    core = feed.core
+    feed.send(0.1, feed.base, 3)
+    feed.epoch(0.5)
+    feed.send(0.7, 3, 3)  # MRTT 0.2
+    for i in range(4):
+        feed.send(1.1 + 0.05 * i, 3, 3)
+    feed.epoch(1.0)
+    for i in range(4):
+        feed.send(1.1 + 0.05 * i, 3, 3)
+    assert joins(feed.epoch(1.5)) == [4]
+    assert core.startup
+    feed.send(1.5 + 0.9, 4, 3)  # MRTT 0.9: buffers are filling
+    assert not core.startup and core.startup_reason == "mrtt"
+
+
+def test_reception_lagging_arr_ends_startup():
+    feed = Feed(base_mrtt_sample=False)
+    core = feed.core
+    feed.send(0.1, feed.base, 3)
+    feed.epoch(0.5)
+    core.arr = 100.0  # as if the subscribed rate were 100 packets/s
+    feed.send(0.7, 3, 3)
+    feed.epoch(1.0)
+    feed.send(1.2, 3, 3)  # 1 packet in the full epoch after the effect, 50 expected
+    feed.epoch(1.5)
+    assert not core.startup and core.startup_reason == "rr_lag"
+
+
+def test_flat_reception_rate_blocks_joins_and_resets_lossp():
+    feed = Feed(base_mrtt_sample=False)
+    core = feed.core
+    feed.send(0.1, feed.base, 3)
+    core._end_startup(0.1, "test")
+    core.trr = core.max_trr = 50.0
+    core.arr = 1.0
+    core.loss.reset(1e-6, 25)  # REQN huge: the equation would join
+    for i in range(25):  # RR = 50 packets/s: flat at its maximum since the last join
+        feed.send(0.11 + 0.015 * i, feed.base, 3)
+    out = feed.epoch(0.5)
+    assert joins(out) == [] and core.overflow_blocks == 1
+    # LOSSP reset so that REQN equals the target rate (here Gamma^1.5 * TRR)
+    assert tcp_rate(core.lossp, core.current_artt()) == pytest.approx(core.trate, rel=1e-6)
+    core.max_trr = 100.0  # TRR well below its maximum since the last join: may join
+    for i in range(25):
+        feed.send(0.51 + 0.015 * i, feed.base, 3)
+    assert joins(feed.epoch(1.0)) == [3]
+
+
+def test_metrics_are_finite_gauges():
+    feed = Feed()
+    feed.send(0.1, feed.base, 3)
+    feed.epoch(0.5)
+    metrics = feed.core.metrics()
+    assert set(mn.CORE_GAUGES["webrc"].receiver) == set(metrics)
+    assert metrics["lossp"] == 0.0 and feed.core.startup  # not estimated before
+    assert metrics["nwc"] == 1 and metrics["artt_seconds"] == pytest.approx(0.1)
+    assert all(math.isfinite(v) for v in metrics.values())
+
+
+# -- whole sessions in simulated time ----------------------------------------------------
+
+
+def session(params):
+    n = WebrcParams.model_validate(params).channels
+    return Session.model_validate({
+        "protocol": "webrc", "flow": "w", "session_id": 5, "source": "10.0.0.1",
+        "channels": [{"group": f"239.5.{i // 250}.{i % 250 + 1}", "port": 5000}
+                     for i in range(n)],
+        "params": params})
+
+
+def steady(node, start):
+    stats = [s for s in node.records("stats") if s["t"] >= start]
+    return sum(s["throughput_bps"] for s in stats) / len(stats)
+
+
+def test_lossy_path_converges_towards_eq1_times_eq7():
+    # Sec. 5.1.1 in simulated time: 1% loss, 0.2 s MRTT (0.1 s each way, the join
+    # reaching the router in 0.1 s); the paper's steady state 403 kbit/s, Eqs. 1+7: 428.
+    res = simulate(session({"session_rate": "1Mbit"}), duration=500.0,
+                   links=Link(delay=0.1, loss=0.01, join_delay=0.1), starts={"r": 5.0}, seed=2)
+    node = res.receivers["r"]
+    core = node.agent.core
+    assert 0.2 <= core.artt.value <= 0.3  # MRTT = RTT plus part of a packet spacing
+    assert core.lossp == pytest.approx(0.0089, rel=0.35)
+    predicted = tcp_rate(0.0089, core.artt.value) * 1024 * 8 * peak_to_mean(0.75)
+    assert steady(node, 250.0) == pytest.approx(predicted, rel=0.3)
+    assert core.joins >= 25 and core.leaves >= 20
+
+
+def test_bottleneck_is_used_and_startup_ends_before_overflow():
+    # Sec. 5.1.2-like: 320 kbit/s, 4-packet queue on the receiver's path, no random loss.
+    res = simulate(session({"session_rate": "1Mbit"}), duration=200.0,
+                   links=Link(delay=0.05, join_delay=0.05, rate=320e3 * 1052 / 1024, queue=4),
+                   starts={"r": 3.0}, seed=1)
+    node = res.receivers["r"]
+    assert not node.agent.core.startup
+    assert 0.7 * 320e3 <= steady(node, 100.0) <= 320e3 * 1.01
+
+
+def test_loss_for_rate_is_used_for_the_startup_reset():
+    assert loss_for_rate(1.0, 0.2) > loss_for_rate(60.0, 0.2)
