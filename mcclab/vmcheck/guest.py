@@ -30,18 +30,19 @@ def unpack_checkout() -> str:
 
 def install_ansible() -> str:
     """Debian's ansible-core, as CI installs it (the playbook uses builtin modules only)."""
-    return ("sudo " + remote(["apt-get", "update", "-q"], APT_ENV) + " && sudo "
-            + remote(["apt-get", "install", "-y", "-q", "ansible-core"], APT_ENV))
+    return (remote(["apt-get", "update", "-q"], APT_ENV, sudo=True) + " && "
+            + remote(["apt-get", "install", "-y", "-q", "ansible-core"], APT_ENV, sudo=True))
 
 
 def playbook() -> str:
     """ansible-playbook as ``ansible_local`` runs it for the Vagrantfile."""
     extra = json.dumps({"mcclab_repo": GUEST_REPO})
-    return "sudo " + remote(
+    return remote(
         ["ansible-playbook", "--limit=all", "--inventory-file=ansible/inventory.ini",
          f"--extra-vars={extra}", "--become", "ansible/site.yml"],
         {"ANSIBLE_CONFIG": "ansible/ansible.cfg", "ANSIBLE_NOCOLOR": "1",
-         "ANSIBLE_FORCE_COLOR": "0", "PYTHONUNBUFFERED": "1"} | APT_ENV, cwd=GUEST_REPO)
+         "ANSIBLE_FORCE_COLOR": "0", "PYTHONUNBUFFERED": "1"} | APT_ENV, cwd=GUEST_REPO,
+        sudo=True)
 
 
 @dataclass
@@ -100,7 +101,7 @@ class Check:
 
     def command(self) -> str:
         """The guest shell command."""
-        return "sudo " + remote(self.argv, {"PYTHONUNBUFFERED": "1"}, cwd=GUEST_REPO)
+        return remote(self.argv, {"PYTHONUNBUFFERED": "1"}, cwd=GUEST_REPO, sudo=True)
 
 
 def checks(fidelity_args: list[str]) -> list[Check]:

@@ -69,11 +69,14 @@ def ssh_argv(keys: Keys, port: int, command: str | None = None, user: str = "vag
     return argv
 
 
-def remote(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> str:
-    """One shell command line for the guest from an argv (quoted), with env and cwd."""
+def remote(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None,
+           sudo: bool = False) -> str:
+    """One shell command line for the guest from an argv (quoted), with env, cwd, sudo."""
     parts = []
     if cwd:
         parts.append(f"cd {shlex.quote(cwd)} &&")
+    if sudo:
+        parts.append("sudo")
     if env:
         parts.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()))
     parts.append(shlex.join(argv))
