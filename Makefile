@@ -60,7 +60,7 @@ bench-links: $(MCCLAB) linkemu
 # ansible/site.yml, runs the kernel link backend, multicast and the quick default
 # experiment inside, and the same fidelity settings on the host (userspace).
 # VMCHECK_ARGS=--rebuild for a cold run; see docs/vm-check.md.
-vm-check: $(MCCLAB)
+vm-check: $(MCCLAB) linkemu
 	$(SUDO) env PYTHONPATH=$(CURDIR) $(PY) -m mcclab.vmcheck $(VMCHECK_ARGS)
 
 lint: $(MCCLAB)
