@@ -21,7 +21,9 @@ def run_logged(argv: list[str], log: Path, timeout: float,
                status: Callable[[str], None] | None = None,
                stdin: IO[bytes] | int | None = subprocess.DEVNULL,
                stdout_to: IO[bytes] | None = None,
-               env: dict[str, str] | None = None) -> tuple[int, str]:
+               env: dict[str, str] | None = None,
+               on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+               ) -> tuple[int, str]:
     """Run ``argv`` (own session), append its output to ``log``, return (status, output).
 
     ``stdout_to`` takes stdout instead of the log (for tar streams); stderr
@@ -37,6 +39,8 @@ def run_logged(argv: list[str], log: Path, timeout: float,
                                 stdout=stdout_to if stdout_to is not None else subprocess.PIPE,
                                 stderr=subprocess.STDOUT if stdout_to is None else subprocess.PIPE,
                                 env=env, start_new_session=True)
+        if on_start is not None:
+            on_start(proc)
         stream = proc.stdout if stdout_to is None else proc.stderr
         assert stream is not None
 

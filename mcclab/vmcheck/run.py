@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from rich.table import Table
 
 from mcclab.vmcheck import compare, guest, image
 from mcclab.vmcheck import recipe as rc
-from mcclab.vmcheck.procs import CommandFailed, run_logged
+from mcclab.vmcheck.procs import CommandFailed, run_logged, stop_group
 from mcclab.vmcheck.qemu import Qemu, VmSpec, free_port, kill_group, overlay_argv, stale_qemu
 from mcclab.vmcheck.ssh import Keys, SshTimeout, ssh_argv, wait_for_ssh
 
@@ -54,6 +55,7 @@ class Step:
     seconds: float = 0.0
     ok: bool | None = None
     note: str = ""
+    task: int | None = None  # its line in the live progress display
 
 
 @dataclass
@@ -64,6 +66,9 @@ class Check:
     out: Path
     steps: list[Step] = field(default_factory=list)
     vm: Qemu | None = None
+    host_proc: subprocess.Popen[bytes] | None = None
+    host_thread: threading.Thread | None = None
+    host_error: BaseException | None = None
     run_dir: Path | None = None
     port: int = 0
     keys: Keys | None = None
@@ -78,6 +83,7 @@ class Check:
         self.steps.append(st)
         assert self.progress is not None
         task = self.progress.add_task(name, total=None)
+        st.task = task
         start = time.monotonic()
         try:
             yield st
@@ -93,10 +99,11 @@ class Check:
                                  f"[/] {name} ({st.seconds:.0f} s)"
                                  + (f" — {st.note}" if st.note else ""), total=1, completed=1)
 
-    def status(self, name: str) -> Callable[[str], None]:
-        """A callback that shows a command's latest output line under the current step."""
+    def status(self, name: str, step: Step | None = None) -> Callable[[str], None]:
+        """A callback showing a command's latest output line on its step's line."""
         assert self.progress is not None
-        task = self.progress.tasks[-1].id
+        task = (step or self.steps[-1]).task
+        assert task is not None
 
         def show(line: str) -> None:
             self.progress.update(task, description=f"{name}: [dim]{line[:90]}[/dim]")
@@ -197,6 +204,39 @@ class Check:
             shutil.rmtree(build, ignore_errors=True)
         return base
 
+    def _host_started(self, proc: subprocess.Popen[bytes]) -> None:
+        """Remember the host measurement's process, to stop it on interrupt."""
+        self.host_proc = proc
+
+    def start_host_fidelity(self, fidelity_args: list[str]) -> None:
+        """Measure the host side in the background while the VM is provisioned and checked.
+
+        It overlaps with the VM's minutes (and with waiting for the host's lab lock,
+        which other labs may hold); QEMU runs at nice 10 so it disturbs the host
+        measurement little.
+        """
+        def body() -> None:
+            with contextlib.suppress(BaseException), \
+                    self.step("host: same fidelity settings, userspace backend") as st:
+                try:
+                    self.host_fidelity(fidelity_args, st)
+                except BaseException as exc:
+                    self.host_error = exc
+                    raise
+        self.host_thread = threading.Thread(target=body, daemon=True)
+        self.host_thread.start()
+
+    def join_host_fidelity(self, timeout: float | None = None) -> None:
+        """Wait for the background host measurement."""
+        if self.host_thread is not None:
+            self.host_thread.join(timeout)
+
+    def stop_host_fidelity(self) -> None:
+        """Interrupt the host measurement (SIGINT lets its lab come down), then wait."""
+        if self.host_thread is not None and self.host_thread.is_alive() and self.host_proc:
+            stop_group(self.host_proc, grace=60.0)
+        self.join_host_fidelity(90)
+
     @staticmethod
     def _copy(src: Path, folder: Path) -> Path:
         """Copy a kernel file out of the rootfs (which is removed)."""
@@ -280,14 +320,15 @@ class Check:
 
     # ------------------------------------------------------------ host side
 
-    def host_fidelity(self, fidelity_args: list[str]) -> None:
+    def host_fidelity(self, fidelity_args: list[str], step: Step) -> None:
         """The same fidelity settings on this host with the userspace backend."""
         argv = [sys.executable, str(REPO / "bench" / "bench_links.py"),
                 "--design", "vm", "--backend", "userspace", "--out-dir", str(self.out),
                 "--raw", str(self.out / "fidelity-userspace.json"),
                 "--wait", str(self.opts.lock_timeout), *fidelity_args]
         env = os.environ | {"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-        rc_, _ = run_logged(argv, self.log("host-fidelity"), 3600, self.status("host"), env=env)
+        rc_, _ = run_logged(argv, self.log("host-fidelity"), self.opts.lock_timeout + 1200,
+                            self.status("host", step), env=env, on_start=self._host_started)
         # Misses are reported in the table; only a crash is a failure of this step.
         if not (self.out / "fidelity-userspace.json").exists():
             raise CommandFailed(f"host fidelity run failed, exit {rc_} "
@@ -376,6 +417,8 @@ def run(opts: Options) -> int:
             for note in clean_stale(opts.cache):
                 console.print(f"[yellow]stale state from an earlier check:[/yellow] {note}")
             base = chk.image()
+            if opts.host_fidelity:
+                chk.start_host_fidelity(fidelity_args)
             chk.run_dir = opts.cache / f"run-{os.getpid()}"
             chk.run_dir.mkdir()
             overlay = chk.run_dir / "overlay.qcow2"
@@ -391,9 +434,7 @@ def run(opts: Options) -> int:
                 with chk.step("power off, kill QEMU, remove the overlay"):
                     chk.power_off()
                     shutil.rmtree(chk.run_dir, ignore_errors=True)
-            if opts.host_fidelity:
-                with chk.step("host: same fidelity settings, userspace backend"):
-                    chk.host_fidelity(fidelity_args)
+            chk.join_host_fidelity()
     except KeyboardInterrupt:
         interrupted = True
         console.print("[red]interrupted[/red]: cleaning up")
@@ -402,6 +443,7 @@ def run(opts: Options) -> int:
     finally:
         # Nothing may survive the check, whatever happened above.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        chk.stop_host_fidelity()
         chk.power_off()
         if chk.run_dir is not None:
             shutil.rmtree(chk.run_dir, ignore_errors=True)
