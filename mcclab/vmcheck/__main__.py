@@ -21,13 +21,16 @@ def main(
     nice: int = typer.Option(10, help="niceness of QEMU (the host is shared)"),
     boot_timeout: float = typer.Option(600.0, help="seconds to wait for ssh after starting QEMU"),
     host_fidelity: bool = typer.Option(True, help="measure the userspace backend on the host"),
+    optional_packages: bool = typer.Option(False, help="let the playbook install its optional "
+                                           "packages (Chromium) too"),
     full_fidelity: bool = typer.Option(False, help="full-length fidelity measurements "
                                        "(default: bench_links --quick)"),
 ) -> None:
     """Build/boot a Debian 12 VM, provision it, run the kernel-backend checks inside."""
     raise typer.Exit(run(Options(cache=cache, out=out, rebuild=rebuild, cpus=cpus,
                                  memory_mb=memory, nice=nice, boot_timeout=boot_timeout,
-                                 host_fidelity=host_fidelity, fidelity_quick=not full_fidelity)))
+                                 host_fidelity=host_fidelity, fidelity_quick=not full_fidelity,
+                                 optional_packages=optional_packages)))
 
 
 app()

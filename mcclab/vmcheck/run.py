@@ -45,6 +45,7 @@ class Options:
     host_fidelity: bool = True
     fidelity_quick: bool = True
     lock_timeout: float = 1800.0
+    optional_packages: bool = False
 
 
 @dataclass
@@ -275,8 +276,8 @@ class Check:
             self.ssh(guest.install_ansible(), "provision", 1800, "apt")
         for n in (1, 2):
             with self.step(f"playbook, run {n}") as st:
-                _, out = self.ssh(guest.playbook(), f"playbook-{n}", 3600, "ansible",
-                                  check=False)
+                _, out = self.ssh(guest.playbook(self.opts.optional_packages),
+                                  f"playbook-{n}", 3600, "ansible", check=False)
                 recap = guest.parse_recap(out)
                 if recap is None:
                     raise CommandFailed(f"no PLAY RECAP (log: {self.log(f'playbook-{n}')})")

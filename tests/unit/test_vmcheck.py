@@ -244,6 +244,8 @@ def test_playbook_is_invoked_as_vagrant_ansible_local_does():
     assert "ANSIBLE_CONFIG=ansible/ansible.cfg" in cmd
     assert "--inventory-file=ansible/inventory.ini" in cmd and "--limit=all" in cmd
     assert '"mcclab_repo": "/vagrant"' in cmd and cmd.endswith("ansible/site.yml")
+    assert '"mcclab_optional_packages": []' in cmd
+    assert "mcclab_optional_packages" not in guest.playbook(optional_packages=True)
 
 
 def test_checks_cover_kernel_fidelity_multicast_and_the_quick_run():
