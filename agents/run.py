@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     agent = Agent(core, args.role, session, args.node, loop, log, metrics)
     address = None if node.address is None else str(node.address)
-    transport = UdpTransport(loop, session, address, agent.deliver)
+    transport = UdpTransport(loop, session, address, agent.deliver, agent.deliver_feedback,
+                             listen_feedback=args.role == "sender"
+                             and session.feedback_port is not None)
     agent.transport = transport
     try:
         server = serve(metrics, addr, port)

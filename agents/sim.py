@@ -63,7 +63,7 @@ class SimLoop:
 
 @dataclass
 class Link:
-    """The path from the sender to one receiver.
+    """The path from the sender to one receiver (and back, for unicast feedback).
 
     ``rate`` (bit/s, None: unlimited) with a drop-tail ``queue`` of that many
     packets models a last-mile bottleneck; ``join_delay`` and ``leave_delay`` model
@@ -76,6 +76,7 @@ class Link:
     queue: int = 100
     join_delay: float = 0.0
     leave_delay: float = 0.0
+    feedback_loss: float = 0.0  # random loss of unicast feedback, each way
 
 
 @dataclass
@@ -114,6 +115,10 @@ class SimPort:
         self.sockets.discard(channel)
         self.net.loop.call_at(self.net.loop.now() + self.link.leave_delay,
                               lambda: self._forward(channel, False))
+
+    def send_feedback(self, to: str | None, data: bytes) -> bool:
+        self.net.feedback(self, to, data)
+        return True
 
     def close(self) -> None:
         self.sockets.clear()
@@ -165,6 +170,23 @@ class SimNetwork:
     def port(self, name: str, link: Link) -> SimPort:
         self.ports[name] = SimPort(self, name, link)
         return self.ports[name]
+
+    def feedback(self, source: SimPort, to: str | None, data: bytes) -> None:
+        """Unicast from ``source`` to node ``to`` (None: the sender), after the receiver
+        side's link delay; ``peer`` as the destination sees it is the source's name."""
+        if to is None:
+            dest = next((p for p in self.ports.values()
+                         if p.agent is not None and p.agent.role == "sender"), None)
+        else:
+            dest = self.ports.get(to)
+        if dest is None or dest is source:
+            return
+        far = source if dest.agent is not None and dest.agent.role == "sender" else dest
+        if far.link.feedback_loss and self.rng.random() < far.link.feedback_loss:
+            return
+        self.loop.call_at(self.loop.now() + far.link.delay,
+                          lambda: dest.agent.deliver_feedback(data, source.name)
+                          if dest.agent is not None else None)
 
     def transmit(self, sender: SimPort, channel: int, data: bytes) -> None:
         for port in self.ports.values():

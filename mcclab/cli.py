@@ -235,9 +235,51 @@ def run(
         raise typer.Exit(1)
 
 
+@app.command()
+def sweep(
+    experiment: str = typer.Argument(..., help="experiment name (experiments/NAME.yaml) or file"),
+    sweep_name: str = typer.Option(..., "--sweep", help="the sweep: a key of the spec's sweeps"),
+    profile: str = typer.Option("paper", help="quick or paper"),
+    set_: list[str] = typer.Option([], "--set", help="override a key for every run"),
+    results: Path = typer.Option(Path("results"), help="where run and sweep folders go"),
+    wait: float = typer.Option(0.0, help="seconds each run waits for another lab to finish"),
+) -> None:
+    """Run every point of a sweep as an ordinary run; write results/<exp>/sweep-<id>/."""
+    from mcclab.experiment.runner import RunOptions
+    from mcclab.experiment.sweep import SweepOptions, run_sweep
+
+    with _progress_bar() as bar:
+        steps = _StepProgress(bar)
+        overall = bar.add_task("sweep", total=None)
+
+        def on_point(k: int, n: int, point: dict) -> None:
+            bar.update(overall, completed=k - 1, total=n, description=f"run {k} of {n}")
+            values = ", ".join(f"{key}={value}" for key, value in point.items())
+            bar.console.print(f"[bold]run {k} of {n}[/bold]: {values}", highlight=False)
+
+        try:
+            folder = run_sweep(experiment, sweep_name, profile, SweepOptions(
+                run=RunOptions(results=results.resolve(), progress=steps,
+                               announce=bar.console.print, lock_timeout=wait),
+                progress=on_point, sets=set_))
+        except SpecError as exc:
+            err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
+            raise typer.Exit(2) from None
+        record = json.loads((folder / "sweep.json").read_text())
+        bar.update(overall, completed=len(record["runs"]))
+    statuses = [r["status"] for r in record["runs"]]
+    colour = {"complete": "green", "interrupted": "yellow"}.get(record["status"], "red")
+    console.print(f"[{colour}]sweep {record['status']}[/{colour}]: {len(statuses)} of "
+                  f"{record['planned']} runs ({statuses.count('complete')} complete): {folder}")
+    if (folder / "report.html").exists():
+        console.print(f"report: {folder / 'report.html'}")
+    if record["status"] != "complete" or any(s != "complete" for s in statuses):
+        raise typer.Exit(1)
+
+
 @app.command("report")
 def report(runs: list[Path]) -> None:
-    """Rebuild summary, figures and report.html of results folders from their data alone."""
+    """Rebuild summary, figures and report.html of run (or sweep) folders from their data."""
     from mcclab.analysis.report import report_command
 
     report_command(runs)

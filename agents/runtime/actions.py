@@ -68,4 +68,14 @@ class Metric:
     value: float
 
 
-Action = Send | Join | Leave | SetTimer | CancelTimer | Log | Metric
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """Send ``data`` by unicast: to the session's sender when ``to`` is None, else to ``to``,
+    a peer string the core was given by ``on_feedback`` (the protocol must be registered
+    with ``feedback=True``)."""
+
+    data: bytes
+    to: str | None = None
+
+
+Action = Send | Join | Leave | SetTimer | CancelTimer | Log | Metric | Feedback

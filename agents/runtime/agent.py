@@ -15,9 +15,10 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from agents.runtime.actions import CancelTimer, Join, Leave, Log, Metric, Send, SetTimer
+from agents.runtime.actions import CancelTimer, Feedback, Join, Leave, Log, Metric, Send, SetTimer
 from agents.runtime.core import Core
 from agents.runtime.eventlog import EventLog
+from agents.runtime.feedback import encode_feedback, parse_feedback
 from agents.runtime.header import Drop, Header, encode
 from agents.runtime.loop import Clock, TimerHandle
 from agents.runtime.metrics import AgentMetrics
@@ -105,6 +106,20 @@ class Agent:
             return
         self._received(now, header, len(data))
 
+    def deliver_feedback(self, data: bytes, peer: str) -> None:
+        """A unicast feedback datagram arrived from ``peer`` (``ADDR:PORT`` or a node name)."""
+        if not self.running:
+            return
+        now = self.clock.now()
+        body = parse_feedback(data, self.spec.protocol_id, self.session.session_id)
+        if isinstance(body, Drop):
+            self.stats.on_drop(body)
+            self.metrics.malformed[body].inc()
+            return
+        self.stats.feedback_rx += 1
+        self.metrics.feedback_received.inc()
+        self._apply(self.core.on_feedback(now, body, peer), now)
+
     def _received(self, now: float, header: Header, size: int) -> None:
         chan = self.stats.channels.get(header.channel)
         if chan is None or chan.base is None:
@@ -133,13 +148,16 @@ class Agent:
 
     def _write_stats(self, now: float) -> None:
         record = self.stats.roll(now, self.role)
+        core = self.core.metrics()
+        if core:
+            record["core"] = {name: _plain(value) for name, value in core.items()}
         self.log.write(now, "stats", **record)
         m = self.metrics
         m.packets_lost.set(record.get("total_lost", 0))
         m.loss_fraction.set(record.get("loss_fraction", 0.0))
         m.throughput.set(self.stats.last_throughput)
         m.send_rate.set(self.stats.last_send_rate)
-        for name, value in self.core.metrics().items():
+        for name, value in core.items():
             self._gauge(now, name, value)
 
     # actions from the core
@@ -167,6 +185,8 @@ class Agent:
                 self.log.write(now, event, **action.fields)
             elif isinstance(action, Metric):
                 self._gauge(now, action.name, action.value)
+            elif isinstance(action, Feedback):
+                self._feedback(action)
             else:
                 raise TypeError(f"core returned {action!r}, which is not an action")
 
@@ -194,6 +214,19 @@ class Agent:
             self.stats.send_errors += 1
             self.metrics.send_errors.inc()
 
+    def _feedback(self, action: Feedback) -> None:
+        if not self.spec.feedback:
+            raise ValueError(f"core sent feedback; {self.spec.name} is not registered with "
+                             "feedback=True")
+        data = encode_feedback(self.spec.protocol_id, self.session.session_id, action.data)
+        assert self.transport is not None
+        if self.transport.send_feedback(action.to, data):
+            self.stats.feedback_tx += 1
+            self.metrics.feedback_sent.inc()
+        else:
+            self.stats.send_errors += 1
+            self.metrics.send_errors.inc()
+
     def _join(self, channel: int, now: float) -> None:
         if channel in self.joined:
             return
@@ -207,6 +240,7 @@ class Agent:
             self.log.flush()
             raise
         self.joined[channel] = now
+        self.metrics.joins.inc()
         self.metrics.joined.set(len(self.joined))
         self.log.write(now, "join", channel=channel, group=str(chan.group), port=chan.port,
                        source=source)
@@ -218,6 +252,7 @@ class Agent:
         self.transport.leave(channel)
         del self.joined[channel]
         self.stats.on_leave(channel)
+        self.metrics.leaves.inc()
         self.metrics.joined.set(len(self.joined))
         self.log.write(now, "leave", channel=channel,
                        group=str(self.session.channels[channel].group), reason=reason)
@@ -226,3 +261,11 @@ class Agent:
         error = self.metrics.core_gauge(name, value)
         if error is not None:
             self.log.write(now, "error", what="metric", error=error)
+
+
+def _plain(value: Any) -> Any:
+    """A gauge value as JSON can hold it (numbers rounded to 9 significant digits)."""
+    try:
+        return float(f"{float(value):.9g}")
+    except (TypeError, ValueError):
+        return None

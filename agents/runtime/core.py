@@ -33,6 +33,15 @@ class Core(ABC):
         """
         return []
 
+    def on_feedback(self, now: float, data: bytes, peer: str) -> list[Action]:
+        """A unicast feedback datagram of this session arrived from ``peer``.
+
+        ``data`` is what the other side put in its ``Feedback`` action; ``peer`` is
+        opaque (``ADDR:PORT`` in a lab, a node name in the simulator) and can be
+        passed back as ``Feedback(data, to=peer)``.
+        """
+        return []
+
     def stop(self, now: float) -> list[Action]:
         """The session ends (duration over or signal); only Log and Metric are honoured."""
         return []

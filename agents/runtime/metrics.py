@@ -32,6 +32,11 @@ class AgentMetrics:
         self.packets_received = self._counter("packets_received", "Well-formed packets received")
         self.bytes_received = self._counter("bytes_received", "UDP payload bytes received")
         self.send_errors = self._counter("send_errors", "Packets the kernel refused to send")
+        self.joins = self._counter("joins", "Joins carried out (Join actions)")
+        self.leaves = self._counter("leaves", "Leaves carried out (Leave actions)")
+        self.feedback_sent = self._counter("feedback_sent", "Unicast feedback datagrams sent")
+        self.feedback_received = self._counter("feedback_received",
+                                               "Well-formed unicast feedback datagrams received")
         self.packets_lost = self._gauge("packets_lost", "Packets lost (sequence gaps), cumulative")
         self.loss_fraction = self._gauge("loss_fraction", "Lost / expected over the last second")
         self.throughput = self._gauge("throughput_bps", "Received bit/s over the last second")

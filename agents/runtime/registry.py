@@ -32,7 +32,9 @@ class ProtocolSpec:
     ``sender`` and ``receiver`` build a core from the node's validated parameters
     (an instance of ``params``) and the session. ``channels``, if given, says how
     many channels a session with those parameters must declare. ``flags`` are the
-    high-nibble header flag bits the protocol uses. ``example_params`` is a minimal
+    high-nibble header flag bits the protocol uses. ``feedback`` asks the runner
+    for a unicast feedback port (receivers' ``Feedback`` actions reach the sender's
+    ``on_feedback``). ``example_params`` is a minimal
     valid parameter set (for documentation, fuzzing and smoke tests).
     """
 
@@ -44,6 +46,7 @@ class ProtocolSpec:
     extension: Extension = field(default_factory=NoExtension)
     flags: int = 0
     channels: Callable[[Any], int] | None = None
+    feedback: bool = False
     example_params: dict[str, Any] = field(default_factory=dict)
 
     def parser(self, session_id: int, channels: int) -> HeaderParser:

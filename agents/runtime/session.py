@@ -62,6 +62,9 @@ class Session(_Strict):
     ssm: bool = Field(default=False, description="receivers join source-specifically (IGMPv3)")
     ttl: int = Field(default=32, ge=1, le=255)
     channels: list[Channel] = Field(min_length=1, max_length=65536)
+    feedback_port: int | None = Field(
+        default=None, ge=1, le=65535,
+        description="UDP port the sender listens on for unicast feedback (None: no feedback)")
     params: dict[str, Any] = Field(default_factory=dict)
     nodes: dict[str, NodeSpec] = Field(default_factory=dict)
 
@@ -74,6 +77,9 @@ class Session(_Strict):
         pairs = [(c.group, c.port) for c in self.channels]
         if len(set(pairs)) != len(pairs):
             raise ValueError("two channels share a group and port")
+        if spec.feedback and self.feedback_port is None:
+            raise ValueError(f"{spec.name} uses unicast feedback: the session needs a "
+                             "feedback_port")
         self._validate_params(spec, None)
         for node in self.nodes:
             self._validate_params(spec, node)

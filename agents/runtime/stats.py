@@ -75,6 +75,8 @@ class AgentStats:
     sent: dict[int, Totals] = field(default_factory=dict)
     drops: DropCounter = field(default_factory=DropCounter)
     send_errors: int = 0
+    feedback_tx: int = 0
+    feedback_rx: int = 0
     _last: Totals = field(default_factory=Totals)
     _last_sent: Totals = field(default_factory=Totals)
     _last_time: float | None = None
@@ -144,6 +146,8 @@ class AgentStats:
                 "sent_channels": {str(ch): {"packets": t.packets, "bytes": t.bytes}
                                   for ch, t in sorted(self.sent.items())},
             })
+        if self.feedback_tx or self.feedback_rx:
+            record.update({"feedback_tx": self.feedback_tx, "feedback_rx": self.feedback_rx})
         record["dropped"] = {str(r): n for r, n in self.drops.counts.items() if n}
         self._last, self._last_sent, self._last_time = rx, tx, now
         return record

@@ -1,7 +1,8 @@
-"""The real network: a multicast sending socket and per-channel member sockets on the loop.
+"""The real network: a multicast sending socket, per-channel member sockets and a unicast
+feedback socket, on the loop.
 
-:class:`agents.sim.SimPort` implements the same four methods over the
-simulator's in-memory network.
+:class:`agents.sim.SimPort` implements the same methods over the simulator's
+in-memory network.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import socket
 from collections.abc import Callable
 from typing import Protocol
 
+from agents.runtime.feedback import format_peer, parse_peer
 from agents.runtime.loop import EventLoop
 from agents.runtime.membership import close_member, open_member
 from agents.runtime.session import Session
 
 Deliver = Callable[[bytes, int], None]  # (datagram, channel it arrived on)
+DeliverFeedback = Callable[[bytes, str], None]  # (datagram, peer "ADDR:PORT")
 BATCH = 256  # datagrams read per readiness event and socket, so one socket cannot starve
 
 
@@ -28,20 +31,32 @@ class Transport(Protocol):
 
     def leave(self, channel: int) -> None: ...
 
+    def send_feedback(self, to: str | None, data: bytes) -> bool: ...
+
     def close(self) -> None: ...
 
 
 class UdpTransport:
-    """Sends from ``session.source`` (or ``address``) and receives on joined channels."""
+    """Sends from ``session.source`` (or ``address``) and receives on joined channels.
+
+    With ``listen_feedback`` (the sender of a session with a ``feedback_port``), a
+    unicast socket on ``source:feedback_port`` receives feedback from the start;
+    a receiver opens its feedback socket (an ephemeral port on ``address``) when it
+    first sends feedback, and hears replies on it.
+    """
 
     def __init__(self, loop: EventLoop, session: Session, address: str | None,
-                 deliver: Deliver):
+                 deliver: Deliver, deliver_feedback: DeliverFeedback | None = None,
+                 listen_feedback: bool = False):
         self.loop = loop
         self.session = session
         self.address = address
         self.deliver = deliver
+        self.deliver_feedback = deliver_feedback
+        self.listen_feedback = listen_feedback
         self.members: dict[int, socket.socket] = {}
         self._sender: socket.socket | None = None
+        self._feedback: socket.socket | None = None
 
     def _sending_socket(self) -> socket.socket:
         if self._sender is None:
@@ -56,8 +71,55 @@ class UdpTransport:
         return self._sender
 
     def open(self) -> None:
-        """Create the sending socket now, so a wrong source address fails at start-up."""
+        """Create the sending (and feedback) sockets now, so a wrong source address or a
+        taken port fails at start-up."""
         self._sending_socket()
+        if self.listen_feedback:
+            self._feedback_socket()
+
+    def _feedback_socket(self) -> socket.socket:
+        if self._feedback is None:
+            if self.listen_feedback:
+                if self.session.feedback_port is None:
+                    raise ValueError("the session has no feedback_port to listen on")
+                local = (self.address or str(self.session.source), self.session.feedback_port)
+            else:
+                local = (self.address or "0.0.0.0", 0)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.bind(local)
+            sock.setblocking(False)
+            self._feedback = sock
+            self.loop.add_reader(sock, lambda: self._feedback_readable(sock))
+        return self._feedback
+
+    def send_feedback(self, to: str | None, data: bytes) -> bool:
+        """Unicast ``data`` to ``to`` (``ADDR:PORT``) or, when None, to the session's sender;
+        False when the kernel refuses."""
+        if to is None:
+            if self.session.feedback_port is None:
+                raise ValueError("the session has no feedback_port to send feedback to")
+            dest = (str(self.session.source), self.session.feedback_port)
+        else:
+            dest = parse_peer(to)
+        try:
+            self._feedback_socket().sendto(data, dest)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            if exc.errno in (errno.ENOBUFS, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EPERM,
+                             errno.ECONNREFUSED):
+                return False
+            raise
+        return True
+
+    def _feedback_readable(self, sock: socket.socket) -> None:
+        for _ in range(BATCH):
+            try:
+                data, (addr, port) = sock.recvfrom(65536)
+            except (BlockingIOError, InterruptedError, ConnectionRefusedError):
+                return
+            if self.deliver_feedback is not None:
+                self.deliver_feedback(data, format_peer(addr, port))
 
     def send(self, channel: int, data: bytes) -> bool:
         """False when the kernel refuses (full buffer, no route): the packet is dropped."""
@@ -104,6 +166,10 @@ class UdpTransport:
     def close(self) -> None:
         for channel in list(self.members):
             self.leave(channel)
+        if self._feedback is not None:
+            self.loop.remove_reader(self._feedback)
+            self._feedback.close()
+            self._feedback = None
         if self._sender is not None:
             self._sender.close()
             self._sender = None

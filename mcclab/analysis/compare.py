@@ -18,7 +18,7 @@ from mcclab.analysis.figures import STYLE, plt, rate_scale, save
 from mcclab.analysis.results import Run, load_run
 from mcclab.analysis.summary import Summary, format_criterion, format_value, summarise
 
-_COLOURS = {"pass": "green", "fail": "red", "n/a": "dim"}
+_COLOURS = {"pass": "green", "fail": "red", "n/a": "dim", "error": "magenta"}
 _LINESTYLES = ["-", "--", ":", "-."]
 
 
@@ -47,13 +47,13 @@ def comparison_table(runs: list[Run], summaries: list[Summary]) -> Table:
         first = next(q for q in found if q is not None)
         papers = {q.paper for q in found if q is not None}
         # Different experiments may hold the same label with different paper values.
-        paper = format_value(kind, first.paper) + (" *" if len(papers) > 1 else "")
+        paper = format_value(kind, first.paper, first.unit) + (" *" if len(papers) > 1 else "")
         cells = []
         for q in found:
             if q is None:
                 cells.append(Text("—", style="dim"))
             else:
-                cells.append(Text(f"{format_value(kind, q.measured)} {q.verdict}",
+                cells.append(Text(f"{format_value(kind, q.measured, q.unit)} {q.verdict}",
                                   style=_COLOURS[q.verdict]))
         table.add_row(label, paper, format_criterion(first), *cells)
     if not keys:

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from mcclab.analysis.results import Run  # noqa: E402
 from mcclab.analysis.summary import PERCENT_KINDS, Summary, format_value  # noqa: E402
+from mcclab.experiment.quantities import FigureRef  # noqa: E402
 
 STYLE = {
     "font.family": "sans-serif",
@@ -133,7 +134,7 @@ def references_figure(summary: Summary, folder: Path) -> list[Path]:
     quantities = summary.quantities
     cols = min(3, max(1, len(quantities)))
     rows = max(1, math.ceil(len(quantities) / cols))
-    colours = {"pass": "#2e7d32", "fail": "#c62828", "n/a": "#9e9e9e"}
+    colours = {"pass": "#2e7d32", "fail": "#c62828", "n/a": "#9e9e9e", "error": "#6a1b9a"}
     with plt.rc_context(STYLE | {"axes.grid": False}):
         fig, axes = plt.subplots(rows, cols, figsize=(3.5 * cols, 2.8 * rows), squeeze=False,
                                  layout="constrained")
@@ -158,7 +159,7 @@ def references_figure(summary: Summary, folder: Path) -> list[Path]:
             top = max(values + [band[1] / scale if band else 0]) or 1
             ax.set_ylim(0, top * 1.25)
             text = ("n/a" if q.measured is None
-                    else f"{format_value(q.kind, q.measured)}\n{q.verdict}")
+                    else f"{format_value(q.kind, q.measured, q.unit)}\n{q.verdict}")
             ax.text(1, values[1] + top * 0.03, text, ha="center",
                     va="bottom", fontsize=8, color=colours[q.verdict])
         return save(fig, folder, "references")
@@ -170,6 +171,8 @@ def _bar_scale(q) -> tuple[float, str]:  # noqa: ANN001 (a summary Quantity)
         return rate_scale(max(q.paper, q.measured or 0))
     if q.kind in PERCENT_KINDS:
         return 0.01, "%"
+    if q.kind == "measure" and q.unit not in ("1", "fraction"):
+        return 1.0, q.unit
     return 1.0, ""
 
 
@@ -238,10 +241,40 @@ def links_figure(run: Run, folder: Path) -> list[Path]:
         return save(fig, folder, "links")
 
 
-def write_figures(run: Run, summary: Summary) -> list[Path]:
-    """Every figure of a run; returns the written paths (PNG, SVG pairs)."""
+def write_figures(run: Run, summary: Summary,
+                  captions: dict[str, str] | None = None) -> list[Path]:
+    """Every figure of a run, the spec's plugin figures last; returns the written paths.
+
+    A plugin figure that fails (unknown, wrong arguments, or raising) is left
+    out and noted in ``run.notes``, which the report lists. ``captions``, when
+    given, receives each plugin figure's caption (its docstring's first line)
+    by file stem.
+    """
     folder = run.path / "figures"
     paths = throughput_figure(run, folder) + references_figure(summary, folder)
     if run.links is not None and not run.links.empty:
         paths += links_figure(run, folder)
+    for ref in run.spec.figures:
+        made = plugin_figure(ref, run, folder, run.notes, sweep=False)
+        paths += made
+        if captions is not None:
+            caption = ref.plugin().doc if made else ""
+            captions.update({p.stem: caption for p in made})
     return paths
+
+
+def plugin_figure(ref: FigureRef, subject: object, folder: Path, notes: list[str],
+                  sweep: bool) -> list[Path]:
+    """Draw one plugin figure of a run or sweep; a failure becomes a note, not an exception."""
+    problem = ref.check(sweep)
+    if problem:
+        notes.append(f"figure {ref.figure} left out: {problem}")
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        made = ref.plugin(sweep).fn(subject, folder, **ref.args)
+    except Exception as exc:  # noqa: BLE001 - a plugin bug costs its figure, not the report
+        plt.close("all")
+        notes.append(f"figure {ref.figure} failed: {type(exc).__name__}: {exc}")
+        return []
+    return [Path(p) for p in made or []]

@@ -114,7 +114,7 @@ def _window(run: Run) -> str:
 
 def _verdict(verdict: str) -> str:
     """A coloured verdict badge."""
-    css = {"pass": "v-pass", "fail": "v-fail"}.get(verdict, "v-na")
+    css = {"pass": "v-pass", "fail": "v-fail", "error": "v-fail"}.get(verdict, "v-na")
     return f"<span class='verdict {css}'>{_e(verdict)}</span>"
 
 
@@ -125,15 +125,16 @@ def _quantities(summary: Summary) -> str:
     counts = summary.counts()
     start, end = summary.window
     window = f"over the window {start:g}–{end:g} s" if end > start else "no measurement window"
+    errors = f", {counts['error']} error" if counts["error"] else ""
     head = (f"<p class='counts'>{counts['pass']} pass, {counts['fail']} fail, "
-            f"{counts['n/a']} n/a; {window}.</p>")
+            f"{counts['n/a']} n/a{errors}; {window}.</p>")
     rows = []
     for q in summary.quantities:
         rows.append(
             f"<tr><td>{_e(q.label)}<div class='why'>{_e(q.kind)}"
             f"{' · ' + _e(q.source) if q.source else ''}</div></td>"
-            f"<td class='num'>{_e(format_value(q.kind, q.paper))}</td>"
-            f"<td class='num'>{_e(format_value(q.kind, q.measured))}</td>"
+            f"<td class='num'>{_e(format_value(q.kind, q.paper, q.unit))}</td>"
+            f"<td class='num'>{_e(format_value(q.kind, q.measured, q.unit))}</td>"
             f"<td class='num'>{_e(format_criterion(q))}</td>"
             f"<td>{_verdict(q.verdict)}</td><td class='why'>{_keep_units(q.note)}</td></tr>")
     widths = "".join(f"<col style='width: {w}%'>" for w in (27, 10, 11, 12, 8, 32))
@@ -200,8 +201,13 @@ def _run_details(run: Run) -> str:
     return _definitions(pairs)
 
 
-def _figures(paths: list[Path]) -> str:
-    """The SVG figures, embedded, with captions and links to the PNGs."""
+def _figures(paths: list[Path], extra: dict[str, str] | None = None,
+             base: str = "figures") -> str:
+    """The SVG figures, embedded, with captions and links to the PNGs.
+
+    ``extra`` holds plugin figures' captions by file stem; ``base`` is the
+    figures' folder relative to the page.
+    """
     captions = {
         "throughput": "Throughput of each flow at each receiver (shaded: warm-up, "
                       "not measured).",
@@ -210,16 +216,20 @@ def _figures(paths: list[Path]) -> str:
         "links": "Per link direction: sending rate, queue length and drops per second "
                  "(the busiest directions; idle ones and ACK paths are left out).",
     }
+    captions.update(extra or {})
     out = []
     for path in paths:
         if path.suffix != ".svg":
             continue
-        out.append(f"<figure>{inline_svg(path)}<figcaption>{_e(captions.get(path.stem, ''))} "
-                   f"<a href='figures/{_e(path.stem)}.png'>PNG</a></figcaption></figure>")
+        png = (f" <a href='{_e(base)}/{_e(path.stem)}.png'>PNG</a>"
+               if path.with_suffix(".png").is_file() else "")
+        out.append(f"<figure>{inline_svg(path)}<figcaption>{_e(captions.get(path.stem, ''))}"
+                   f"{png}</figcaption></figure>")
     return "".join(out)
 
 
-def render(run: Run, summary: Summary, figures: list[Path]) -> str:
+def render(run: Run, summary: Summary, figures: list[Path],
+           captions: dict[str, str] | None = None) -> str:
     """The report page as a string."""
     spec, info = run.spec, run.info
     notes = "".join(f"<li>{_e(n)}</li>" for n in run.notes)
@@ -239,7 +249,7 @@ def render(run: Run, summary: Summary, figures: list[Path]) -> str:
 <h2>Paper versus measured</h2>
 {_quantities(summary)}
 <h2>Figures</h2>
-{_figures(figures)}
+{_figures(figures, captions)}
 <h2>Flows</h2>
 {_flows(run)}
 <h2>Run</h2>
@@ -255,14 +265,32 @@ def build_report(folder: Path | str) -> Path:
     run = load_run(folder)
     summary = summarise(run)
     (run.path / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n")
-    figures = write_figures(run, summary)
+    captions: dict[str, str] = {}
+    figures = write_figures(run, summary, captions)
     page = run.path / "report.html"
-    page.write_text(render(run, summary, figures))
+    page.write_text(render(run, summary, figures, captions))
     return page
 
 
+def _sweep_report(folder: Path, console: Any, err: Any) -> bool:
+    """Rebuild a sweep's report (not its runs'); print its status; False if unreadable."""
+    from mcclab.analysis.results import RunError
+    from mcclab.analysis.sweep import build_sweep_report, load_sweep
+
+    try:
+        page = build_sweep_report(folder)
+    except RunError as exc:
+        err.print(f"[red]cannot analyse[/red] {folder}\n{exc}", highlight=False, soft_wrap=True)
+        return False
+    info = load_sweep(folder).info
+    colour = {"complete": "green", "interrupted": "yellow"}.get(info.status, "red")
+    console.print(f"[{colour}]sweep {info.status}[/{colour}] {len(info.runs)} of "
+                  f"{info.planned} runs: {page}", highlight=False, soft_wrap=True)
+    return True
+
+
 def report_command(runs: list[Path]) -> None:
-    """``mcclab report RUN...``: build each run's report; exit 2 if any folder is unreadable."""
+    """``mcclab report FOLDER...``: build each run's (or sweep's) report; exit 2 if unreadable."""
     import typer
     from rich.console import Console
 
@@ -272,6 +300,9 @@ def report_command(runs: list[Path]) -> None:
     console, err = Console(), Console(stderr=True)
     bad = 0
     for folder in runs:
+        if (Path(folder) / "sweep.json").is_file():
+            bad += not _sweep_report(Path(folder), console, err)
+            continue
         try:
             page = build_report(folder)
         except (RunError, SpecError) as exc:
@@ -281,7 +312,8 @@ def report_command(runs: list[Path]) -> None:
             continue
         summary = json.loads((page.parent / "summary.json").read_text())
         verdicts = [q["verdict"] for q in summary["quantities"]]
-        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("pass", "fail", "n/a"))
+        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("pass", "fail", "n/a", "error")
+                           if v != "error" or v in verdicts)
         status = summary["status"]
         colour = {"complete": "green", "interrupted": "yellow"}.get(status, "red")
         # soft_wrap: a path broken over two lines cannot be copied or clicked

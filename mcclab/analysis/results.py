@@ -21,7 +21,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mcclab.analysis.metrics import Window
-from mcclab.experiment.quantities import Reference
+from mcclab.experiment.quantities import REFERENCE_KINDS, FigureRef, Reference
+from mcclab.experiment.spec import plugin_arg_flows
 from mcclab.model.loader import SpecError, field_path, read_yaml
 
 # "running" is not a final status: run.json still says so when the runner is
@@ -32,11 +33,11 @@ Status = Literal["complete", "interrupted", "failed", "running"]
 PER_SECOND_COLUMNS = ["t", "flow", "kind", "node", "throughput_bps", "packets", "lost", "level"]
 LINK_COLUMNS = ["t", "link", "src", "dst", "pkts_out", "bytes_out",
                 "drops_queue", "drops_loss", "qlen_pkts"]
-_TEXT_COLUMNS = {"flow", "kind", "node", "link", "src", "dst"}
+PROTOCOL_COLUMNS = ["t", "flow", "node", "role", "name", "value"]
+_TEXT_COLUMNS = {"flow", "kind", "node", "link", "src", "dst", "role", "name"}
 # Columns that may be empty in a row: no subscription level for TCP, no loss
 # count where the receiver cannot see sequence numbers.
-_OPTIONAL_NUMBERS = {"level", "lost"}
-_REFERENCE_KINDS = {"throughput", "share", "utilisation", "fairness", "loss", "ratio"}
+_OPTIONAL_NUMBERS = {"level", "lost", "value"}
 
 
 class RunError(Exception):
@@ -84,6 +85,9 @@ class SpecView(BaseModel):
     reference: str = ""
     flows: list[FlowLabel] = Field(default_factory=list)
     references: list[Reference] = Field(default_factory=list)
+    # Checked when drawn, not here: a figure plugin that is gone must not make
+    # the run unreadable (the report says why the figure is missing).
+    figures: list[FigureRef] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _known_flows(self) -> SpecView:
@@ -107,7 +111,7 @@ def _flow_names(ref: Any) -> list[tuple[str, str]]:
             out.append((key, getattr(ref, key)))
     for key in ("flows", "of_flows"):
         out += [(f"{key}[{j}]", name) for j, name in enumerate(getattr(ref, key, []))]
-    return out
+    return out + plugin_arg_flows(ref)
 
 
 @dataclass
@@ -121,6 +125,9 @@ class Run:
     per_second: pd.DataFrame
     links: pd.DataFrame | None
     notes: list[str] = field(default_factory=list)
+    protocol: pd.DataFrame = field(default_factory=lambda: read_table_empty(PROTOCOL_COLUMNS))
+    """The protocol cores' gauges, one row per second, node and gauge
+    (``tables/protocol.csv``; empty for runs without one)."""
 
     @property
     def window(self) -> Window:
@@ -158,7 +165,7 @@ def _pydantic_problems(exc: ValidationError) -> list[tuple[str, str]]:
         loc = list(err["loc"])
         # references[2].throughput.paper -> references[2].paper: the kind is
         # already the entry's own 'kind' key, the tag only adds noise.
-        if len(loc) >= 3 and loc[0] == "references" and loc[2] in _REFERENCE_KINDS:
+        if len(loc) >= 3 and loc[0] == "references" and loc[2] in REFERENCE_KINDS:
             del loc[2]
         reason = err["msg"]
         if err["type"] == "extra_forbidden":
@@ -266,7 +273,14 @@ def load_run(folder: Path | str) -> Run:
             links = read_table(links_path, LINK_COLUMNS)
         except RunError as exc:
             notes.append(f"tables/links.csv ignored: {exc}")
-    run = Run(folder, info, spec, env, per_second, links, notes)
+    protocol = read_table_empty(PROTOCOL_COLUMNS)
+    protocol_path = folder / "tables" / "protocol.csv"
+    if protocol_path.is_file():
+        try:
+            protocol = read_table(protocol_path, PROTOCOL_COLUMNS)
+        except RunError as exc:
+            notes.append(f"tables/protocol.csv ignored: {exc}")
+    run = Run(folder, info, spec, env, per_second, links, notes, protocol)
     start, end = run.window
     if end <= start:
         notes.append(f"the measurement window is empty: the run stopped at "

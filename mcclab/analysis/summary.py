@@ -8,7 +8,10 @@ Each reference quantity of the spec is measured over the run's window with
 * with both, every given criterion must hold; with neither, the verdict is
   ``n/a`` (there is nothing to judge against);
 * ``n/a`` also when the quantity cannot be measured (no data for a flow,
-  empty window), and ``measured`` is then ``null``.
+  empty window), and ``measured`` is then ``null``;
+* ``error`` when a ``measure`` plugin raised: ``measured`` is ``null`` and
+  ``error`` holds the exception, so one broken plugin costs one row, not the
+  report.
 
 Where a quantity names a ``node``, its main flow (``flow``, ``numerator``) is
 measured at that node; the other flows it names (``of_flows``,
@@ -20,15 +23,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
-from mcclab.analysis import metrics
+from mcclab.analysis import metrics, plugins
 from mcclab.analysis.results import Run, Status
 from mcclab.experiment.quantities import (
     Fairness,
     Loss,
+    MeasureRef,
     Ratio,
     Reference,
     Share,
@@ -36,7 +40,7 @@ from mcclab.experiment.quantities import (
     Utilisation,
 )
 
-Verdict = Literal["pass", "fail", "n/a"]
+Verdict = Literal["pass", "fail", "n/a", "error"]
 # Kinds shown as percentages; fairness and ratio read better as plain numbers.
 PERCENT_KINDS = {"share", "utilisation", "loss"}
 
@@ -49,13 +53,24 @@ class Quantity(BaseModel):
     source: str
     paper: float
     measured: float | None
-    unit: Literal["bit/s", "fraction"]
+    unit: str = Field(description="bit/s, fraction, or a measure's unit (see plugins.UNITS)")
     tolerance: float | None
     within: tuple[float, float] | None
     verdict: Verdict
+    measure: str | None = Field(None, description="the plugin of a 'measure' quantity")
+    error: str | None = Field(None, description="why a measure plugin failed")
     # Why the verdict is what it is; shown in the report, kept out of the JSON
     # so summary.json is exactly the contract.
     note: str = Field("", exclude=True)
+
+    @model_serializer(mode="wrap")
+    def _contract(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Only 'measure' rows carry the plugin name and error; the others keep the contract."""
+        data = handler(self)
+        if self.kind != "measure":
+            data.pop("measure", None)
+            data.pop("error", None)
+        return data
 
 
 class Summary(BaseModel):
@@ -68,8 +83,8 @@ class Summary(BaseModel):
     quantities: list[Quantity]
 
     def counts(self) -> dict[str, int]:
-        """How many quantities pass, fail, or are n/a."""
-        out = {"pass": 0, "fail": 0, "n/a": 0}
+        """How many quantities pass, fail, are n/a, or could not be computed (error)."""
+        out = {"pass": 0, "fail": 0, "n/a": 0, "error": 0}
         for q in self.quantities:
             out[q.verdict] += 1
         return out
@@ -94,6 +109,7 @@ class _Measure:
 
     def __init__(self, run: Run):
         """Measure over the run's per-second table and window."""
+        self.run = run
         self.table = run.per_second
         self.window = run.window
 
@@ -123,6 +139,8 @@ class _Measure:
             case Ratio():
                 return _divide(self.rate(ref.numerator, ref.node),
                                self.rate(ref.denominator, ref.node, main=False))
+            case MeasureRef():
+                return float(plugins.get_measure(ref.measure).fn(self.run, **ref.args))
         raise TypeError(f"unknown reference kind {type(ref).__name__}")
 
     def why_missing(self, ref: Reference) -> str:
@@ -130,6 +148,8 @@ class _Measure:
         start, end = self.window
         if end <= start:
             return "no measurement window (the run ended before the warm-up did)"
+        if isinstance(ref, MeasureRef):
+            return f"{ref.measure} found nothing to measure"
         flows = [getattr(ref, k) for k in ("flow", "numerator", "denominator") if hasattr(ref, k)]
         flows += list(getattr(ref, "flows", [])) + list(getattr(ref, "of_flows", []))
         present = set(self.table["flow"])
@@ -150,21 +170,35 @@ def _divide(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator and math.isfinite(denominator) else math.nan
 
 
+def unit_of(ref: Reference) -> str:
+    """The unit a reference quantity is measured in."""
+    if isinstance(ref, MeasureRef):
+        return ref.unit
+    return "bit/s" if ref.kind == "throughput" else "fraction"
+
+
 def evaluate(ref: Reference, run: Run) -> Quantity:
-    """Measure and judge one reference quantity."""
+    """Measure and judge one reference quantity; a failing measure plugin gives 'error'."""
     measure = _Measure(run)
-    value = measure.value(ref)
+    unit = unit_of(ref)
+    common = {"label": ref.label, "kind": ref.kind, "source": ref.source, "paper": ref.paper,
+              "unit": unit, "tolerance": ref.tolerance, "within": ref.within,
+              "measure": ref.measure if isinstance(ref, MeasureRef) else None}
+    try:
+        value = measure.value(ref)
+    except Exception as exc:  # noqa: BLE001 - a plugin bug costs its row, not the report
+        if not isinstance(ref, MeasureRef):
+            raise
+        message = f"{type(exc).__name__}: {exc}"
+        return Quantity(**common, measured=None, verdict="error", error=message,
+                        note=f"{ref.measure} failed: {message}")
     verdict = judge(value, ref.paper, ref.tolerance, ref.within)
     measured = value if math.isfinite(value) else None
     if measured is None:
         note = measure.why_missing(ref)
     else:
-        note = describe(ref.kind, value, ref.paper, ref.tolerance, ref.within)
-    return Quantity(
-        label=ref.label, kind=ref.kind, source=ref.source, paper=ref.paper, measured=measured,
-        unit="bit/s" if ref.kind == "throughput" else "fraction",
-        tolerance=ref.tolerance, within=ref.within, verdict=verdict, note=note,
-    )
+        note = describe(ref.kind, value, ref.paper, ref.tolerance, ref.within, unit)
+    return Quantity(**common, measured=measured, verdict=verdict, note=note)
 
 
 def summarise(run: Run) -> Summary:
@@ -186,10 +220,15 @@ def write_summary(run: Run) -> Path:
 # ---------------------------------------------------------------- wording
 
 
-def format_value(kind: str, value: float | None) -> str:
-    """A quantity's value for people: '2.91 Mbit/s', '93.4 %', '0.987'."""
+def format_value(kind: str, value: float | None, unit: str = "") -> str:
+    """A quantity's value for people: '2.91 Mbit/s', '93.4 %', '0.987', '150 ms'.
+
+    ``unit`` matters for ``measure`` quantities, which carry their plugin's unit.
+    """
     if value is None or not math.isfinite(value):
         return "–"
+    if kind == "measure":
+        return plugins.show(value, unit or "1")
     if kind == "throughput":
         return format_rate(value)
     if kind in PERCENT_KINDS:
@@ -211,12 +250,13 @@ def format_criterion(q: Quantity) -> str:
     if q.tolerance is not None:
         parts.append(f"±{q.tolerance * 100:.3g} %")
     if q.within is not None:
-        parts.append(f"[{format_value(q.kind, q.within[0])}, {format_value(q.kind, q.within[1])}]")
+        parts.append(f"[{format_value(q.kind, q.within[0], q.unit)}, "
+                     f"{format_value(q.kind, q.within[1], q.unit)}]")
     return " and ".join(parts) or "none"
 
 
 def describe(kind: str, measured: float, paper: float, tolerance: float | None,
-             within: tuple[float, float] | None) -> str:
+             within: tuple[float, float] | None, unit: str = "") -> str:
     """One sentence explaining the verdict, e.g. '9.4 % below the paper's value; allowed ±10 %'."""
     parts = []
     if paper:
@@ -225,13 +265,13 @@ def describe(kind: str, measured: float, paper: float, tolerance: float | None,
         parts.append("equal to the paper's value" if off == 0
                      else f"{abs(off) * 100:.3g} % {side} the paper's value")
     else:
-        parts.append(f"paper's value is 0, measured {format_value(kind, measured)}")
+        parts.append(f"paper's value is 0, measured {format_value(kind, measured, unit)}")
     if tolerance is not None:
         parts.append(f"allowed ±{tolerance * 100:.3g} %")
     if within is not None:
         where = "inside" if within[0] <= measured <= within[1] else "outside"
-        parts.append(f"{where} [{format_value(kind, within[0])}, "
-                     f"{format_value(kind, within[1])}]")
+        parts.append(f"{where} [{format_value(kind, within[0], unit)}, "
+                     f"{format_value(kind, within[1], unit)}]")
     if tolerance is None and within is None:
         parts.append("no tolerance or 'within' in the spec, so no verdict")
     return "; ".join(parts)

@@ -20,6 +20,7 @@ from mcclab.model.addressing import AddressPlan
 IPERF_BASE_PORT = 5201
 METRICS_BASE_PORT = 9464
 AGENT_PORT = 5500
+FEEDBACK_BASE_PORT = 5600  # + the flow's index: one feedback port per session
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
                 "channels": [{"group": g, "port": AGENT_PORT} for g in groups],
                 "params": flow.params, "nodes": nodes,
             }
+            if spec.feedback:
+                session["feedback_port"] = FEEDBACK_BASE_PORT + index
             session_file = str(run_dir / "sessions" / f"{flow.name}.json")
             out.files[session_file] = json.dumps(session, indent=1, default=str)
             for role, node, start in [

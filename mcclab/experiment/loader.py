@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from mcclab.experiment.replicate import expand_flows
 from mcclab.experiment.spec import Experiment, MulticastFlow, flow_nodes
 from mcclab.model.loader import SpecError, load_topology, read_yaml, resolve_topology, validate
 from mcclab.model.topology import Topology
@@ -57,6 +58,10 @@ def parse_set(items: list[str], path: Path | str) -> dict[str, Any]:
     return out
 
 
+class NoEntry(SpecError):
+    """A dotted key names a list entry (a flow) that does not exist."""
+
+
 def apply_dotted(data: dict[str, Any], key: str, value: Any, path: Path | str) -> None:
     """Set ``a.b.c`` in nested data; ``flows.NAME.x`` addresses a flow by its name."""
     parts = key.split(".")
@@ -65,7 +70,7 @@ def apply_dotted(data: dict[str, Any], key: str, value: Any, path: Path | str) -
         if isinstance(node, list):
             match = [f for f in node if isinstance(f, dict) and f.get("name") == part]
             if not match:
-                raise SpecError(path, [(key, f"no list entry named {part!r}")])
+                raise NoEntry(path, [(key, f"no list entry named {part!r}")])
             node = match[0]
         elif isinstance(node, dict):
             node = node.setdefault(part, {})
@@ -74,6 +79,27 @@ def apply_dotted(data: dict[str, Any], key: str, value: Any, path: Path | str) -
     if not isinstance(node, dict):
         raise SpecError(path, [(key, "cannot set a key inside a non-mapping")])
     node[parts[-1]] = value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[tuple[str, Any]],
+                    path: Path | str) -> dict[str, list[str]]:
+    """Apply dotted overrides in order and expand replicated flows; return their replicas.
+
+    Templated flows are addressed by the name as written (``flows.tcp{i}.count``),
+    since overrides apply before expansion. A key naming a flow that only
+    exists after expansion (``flows.tcp3.cc``) is applied to that replica
+    afterwards.
+    """
+    deferred = []
+    for key, value in overrides:
+        try:
+            apply_dotted(data, key, value, path)
+        except NoEntry:
+            deferred.append((key, value))
+    replicas = expand_flows(data, path)
+    for key, value in deferred:
+        apply_dotted(data, key, value, path)
+    return replicas
 
 
 def _topology_for(exp: Experiment, path: Path) -> Topology:
@@ -135,9 +161,13 @@ def _cross_check(exp: Experiment, topo: Topology, path: Path) -> None:
         raise SpecError(path, problems)
 
 
-def resolve(name_or_path: str, profile: str = "paper", sets: list[str] | None = None
-            ) -> Resolved:
-    """Load a spec, apply the profile and ``--set`` overrides, and check it all."""
+def resolve(name_or_path: str, profile: str = "paper", sets: list[str] | None = None,
+            extra: dict[str, Any] | None = None) -> Resolved:
+    """Load a spec, apply the profile and ``--set`` overrides, and check it all.
+
+    ``extra`` holds overrides with values as data (a sweep point), applied
+    last, after the command line's.
+    """
     path = find_experiment(name_or_path)
     raw = read_yaml(path)
     if profile not in PROFILES:
@@ -146,10 +176,10 @@ def resolve(name_or_path: str, profile: str = "paper", sets: list[str] | None = 
     chosen = (data.get("profiles") or {}).get(profile) or {}
     if profile == "quick" and not chosen:
         raise SpecError(path, [("profiles.quick", "this experiment defines no quick profile")])
-    for key, value in (chosen.get("set") or {}).items() if isinstance(chosen, dict) else []:
-        apply_dotted(data, key, value, path)
-    for key, value in parse_set(sets or [], path).items():
-        apply_dotted(data, key, value, path)
+    overrides = list((chosen.get("set") or {}).items()) if isinstance(chosen, dict) else []
+    overrides += list(parse_set(sets or [], path).items())
+    overrides += list((extra or {}).items())
+    apply_overrides(data, overrides, path)
     exp = validate(Experiment, data, path)
     topo = _topology_for(exp, path)
     _cross_check(exp, topo, path)

@@ -2,14 +2,16 @@
 
 Each quantity is computed from a run's tidy per-second table over the
 measurement window [warmup, duration] (see ``mcclab.analysis.metrics``), then
-compared with the paper's value within a stated tolerance.
+compared with the paper's value within a stated tolerance. A ``measure``
+quantity is computed by an analysis plugin (``mcclab.analysis.plugins``);
+a :class:`FigureRef` names a plugin figure.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_serializer, model_validator
 
 from mcclab.model.topology import StrictModel
 from mcclab.model.units import Probability, Rate
@@ -93,6 +95,107 @@ class Ratio(_Reference):
     paper: float = Field(ge=0)
 
 
+class MeasureRef(_Reference):
+    """A value computed by an analysis plugin: ``measure(run, **args)``, in its declared unit.
+
+    The plugin module is imported when the spec is validated, so an unknown
+    measure or an argument it does not take fails at load time. ``paper`` and
+    the bounds of ``within`` are written with the measure's unit ('0.2s';
+    bare numbers or percentages for dimensionless measures).
+    """
+
+    kind: Literal["measure"]
+    measure: str = Field(description="plugin name, e.g. 'webrc.artt'")
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments")
+    paper: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _in_unit(cls, data: Any) -> Any:
+        """Check the measure and its arguments; parse paper and within in its unit."""
+        from mcclab.analysis.plugins import UNITS, PluginError, get_measure
+
+        if not isinstance(data, dict) or not isinstance(data.get("measure"), str):
+            return data  # the field checks report what is missing
+        try:
+            plugin = get_measure(data["measure"])
+        except PluginError as exc:
+            raise ValueError(f"measure: {exc}") from None
+        args = data.get("args") or {}
+        if isinstance(args, dict):
+            try:
+                plugin.check_args(args, leading=1)
+            except PluginError as exc:
+                raise ValueError(f"args: {exc}") from None
+        unit = UNITS[plugin.unit]
+        out = dict(data)
+        for key in ("paper", "within"):
+            value = out.get(key)
+            try:
+                if key == "paper" and value is not None:
+                    out[key] = unit.parse(value)
+                elif key == "within" and isinstance(value, list | tuple):
+                    out[key] = tuple(unit.parse(v) for v in value)
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc} (measure {plugin.name} is in "
+                                 f"'{plugin.unit}')") from None
+        return out
+
+    @property
+    def unit(self) -> str:
+        """The measure's unit."""
+        from mcclab.analysis.plugins import get_measure
+
+        return get_measure(self.measure).unit
+
+    @field_serializer("paper")
+    def _write_paper(self, value: float) -> Any:
+        """Back to the unit-bearing form, so a dumped spec validates again."""
+        from mcclab.analysis.plugins import UNITS
+
+        return UNITS[self.unit].write(value)
+
+    @field_serializer("within")
+    def _write_within(self, value: tuple[float, float] | None) -> Any:
+        """Both bounds in the unit-bearing form."""
+        from mcclab.analysis.plugins import UNITS
+
+        return None if value is None else [UNITS[self.unit].write(v) for v in value]
+
+
 Reference = Annotated[
-    Throughput | Share | Utilisation | Fairness | Loss | Ratio, Field(discriminator="kind")
+    Throughput | Share | Utilisation | Fairness | Loss | Ratio | MeasureRef,
+    Field(discriminator="kind"),
 ]
+REFERENCE_KINDS = frozenset(
+    {"throughput", "share", "utilisation", "fairness", "loss", "ratio", "measure"})
+
+
+class FigureRef(StrictModel):
+    """A plugin figure: ``fn(run, folder, **args)``, or ``fn(sweep, folder, **args)`` in a sweep.
+
+    The name and arguments are checked when the spec is validated.
+    """
+
+    figure: str = Field(description="plugin name, e.g. 'webrc.artt'")
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments")
+
+    def plugin(self, sweep: bool = False) -> Any:
+        """The registered plugin (raises PluginError when unknown)."""
+        from mcclab.analysis.plugins import get_figure, get_sweep_figure
+
+        return (get_sweep_figure if sweep else get_figure)(self.figure)
+
+    def check(self, sweep: bool = False) -> str | None:
+        """Why this figure cannot be drawn ('figure: ...', 'args: ...'), or None."""
+        from mcclab.analysis.plugins import PluginError
+
+        try:
+            plugin = self.plugin(sweep)
+        except PluginError as exc:
+            return f"figure: {exc}"
+        try:
+            plugin.check_args(self.args, leading=2)
+        except PluginError as exc:
+            return f"args: {exc}"
+        return None

@@ -59,6 +59,9 @@ class RunOptions:
     announce: Callable[[str], None] = lambda text: None
     readiness_timeout: float = 60.0
     lock_timeout: float = 0.0
+    # Called with the run's folder as soon as it exists, so a caller (a sweep)
+    # knows where a run that then raises left its record.
+    started: Callable[[Path], None] = lambda path: None
 
 
 @dataclass
@@ -205,6 +208,7 @@ def execute(res: Resolved, options: RunOptions) -> Path:
     """Run a resolved experiment and return its results folder."""
     exp = res.experiment
     run_dir = new_run_dir(options.results, exp.name)
+    options.started(run_dir)
     (run_dir / "logs").mkdir()
     (run_dir / "tables").mkdir()
     (run_dir / "sessions").mkdir()
@@ -314,7 +318,8 @@ def _finish(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None) -> Non
 
 
 def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
-    """tables/per_second.csv and tables/links.csv from the raw logs and samples."""
+    """tables/per_second.csv, tables/protocol.csv and tables/links.csv from the raw logs and
+    samples."""
     assert st.t0 is not None
     series: list[tables.Series] = []
     exp = res.experiment
@@ -333,6 +338,10 @@ def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
     seconds = int(st.elapsed + 1e-6)
     tables.per_second(series, st.t0, seconds).to_csv(st.run_dir / "tables" / "per_second.csv",
                                                      index=False)
+    agents = [(Path(launch.log), launch.flow, launch.node, launch.role) for launch in lp.launches
+              if launch.role in ("sender", "receiver")]
+    tables.protocol_table(agents, st.t0, seconds).to_csv(
+        st.run_dir / "tables" / "protocol.csv", index=False)
     if st.link_rows:
         import pandas as pd
 

@@ -9,11 +9,12 @@ written in ``profiles.quick.scaling`` and shown in the report).
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from mcclab.experiment.quantities import Reference
+from mcclab.experiment.quantities import FigureRef, Reference
 from mcclab.model.topology import LinkOverride, NodeName, StrictModel
 from mcclab.model.units import Duration, Rate, Size
 
@@ -131,6 +132,33 @@ class Profile(StrictModel):
                                 description="dotted keys to override, e.g. duration: 30s")
 
 
+class SweepSpec(StrictModel):
+    """A parameter sweep: the product of the values of dotted keys, each point one run."""
+
+    description: str = ""
+    over: dict[str, list[Any]] = Field(
+        min_length=1, description="dotted key (as for --set) to the values it takes")
+    figures: list[FigureRef] = Field(default_factory=list,
+                                     description="sweep figures (@sweep_figure plugins)")
+
+    @model_validator(mode="after")
+    def _values(self) -> SweepSpec:
+        for key, values in self.over.items():
+            if not values:
+                raise ValueError(f"over.{key}: give at least one value")
+        for i, fig in enumerate(self.figures):
+            problem = fig.check(sweep=True)
+            if problem:
+                raise ValueError(f"figures[{i}].{problem}")
+        return self
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every combination of the values, the first key varying slowest."""
+        keys = list(self.over)
+        return [dict(zip(keys, combo, strict=True))
+                for combo in itertools.product(*self.over.values())]
+
+
 class Experiment(StrictModel):
     """A complete experiment."""
 
@@ -144,7 +172,11 @@ class Experiment(StrictModel):
     seed: int = 1
     flows: list[Flow] = Field(min_length=1)
     references: list[Reference] = Field(default_factory=list)
+    figures: list[FigureRef] = Field(
+        default_factory=list, description="plugin figures drawn for each run, with the built-ins")
     profiles: dict[Literal["quick", "paper"], Profile] = Field(default_factory=dict)
+    sweeps: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")], SweepSpec] = Field(
+        default_factory=dict, description="named sweeps, run with 'mcclab sweep'")
 
     @model_validator(mode="after")
     def _timeline(self) -> Experiment:
@@ -164,6 +196,10 @@ class Experiment(StrictModel):
             for flow in _flows_of(ref):
                 if flow not in known:
                     raise ValueError(f"references[{i}]: unknown flow {flow!r}")
+        for i, fig in enumerate(self.figures):
+            problem = fig.check()
+            if problem:
+                raise ValueError(f"figures[{i}].{problem}")
         return self
 
 
@@ -174,6 +210,20 @@ def _flows_of(ref: Any) -> list[str]:
         if getattr(ref, attr, None):
             out.append(getattr(ref, attr))
     out += list(getattr(ref, "flows", []) or []) + list(getattr(ref, "of_flows", []) or [])
+    return out + [name for _, name in plugin_arg_flows(ref)]
+
+
+def plugin_arg_flows(ref: Any) -> list[tuple[str, str]]:
+    """(field, flow) pairs a measure names in its ``args``: by convention ``flow`` and ``flows``.
+
+    Measures may take flows under other names too; only these two are checked.
+    """
+    args = getattr(ref, "args", None) or {}
+    out = []
+    if isinstance(args.get("flow"), str):
+        out.append(("args.flow", args["flow"]))
+    if isinstance(args.get("flows"), list):
+        out += [(f"args.flows[{j}]", f) for j, f in enumerate(args["flows"]) if isinstance(f, str)]
     return out
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 COLUMNS = ["t", "flow", "kind", "node", "throughput_bps", "packets", "lost", "level"]
+PROTOCOL_COLUMNS = ["t", "flow", "node", "role", "name", "value"]
 
 _INTERVAL = re.compile(
     r"^\[\s*\d+\]\s+(?P<a>[\d.]+)-(?P<b>[\d.]+)\s+sec\s+(?P<xfer>[\d.]+)\s+(?P<xu>\w?)Bytes\s+"
@@ -66,23 +67,61 @@ class Series:
         return value
 
 
-def agent_series(log: Path, flow: str, node: str) -> Series:
-    """A receiver agent's cumulative received bytes, from its event log's stats records."""
-    series = Series(flow, "multicast", node)
+def _records(log: Path) -> list[dict]:
+    """The JSON records of an agent's event log (lines cut by a kill are skipped)."""
     if not log.exists():
-        return series
+        return []
+    out = []
     for line in log.read_text(errors="replace").splitlines():
         try:
             rec = json.loads(line)
         except ValueError:
-            continue  # a line cut by a kill
-        event = rec.get("event")
-        if event == "stats" and "total_rx_bytes" in rec:
-            series.add(rec["t"], rec["total_rx_bytes"], rec["total_rx_packets"],
-                       rec.get("total_lost", 0))
-        elif event in ("metric", "gauge") and rec.get("name") in ("subscription_level", "level"):
-            series.levels.append((rec["t"], float(rec["value"])))
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def agent_series(log: Path, flow: str, node: str) -> Series:
+    """A receiver agent's cumulative received bytes, from its event log's stats records.
+
+    The subscription level comes from the core's ``subscription_level`` gauge, as
+    carried in each stats record.
+    """
+    series = Series(flow, "multicast", node)
+    for rec in _records(log):
+        if rec.get("event") != "stats" or "total_rx_bytes" not in rec:
+            continue
+        series.add(rec["t"], rec["total_rx_bytes"], rec["total_rx_packets"],
+                   rec.get("total_lost", 0))
+        level = (rec.get("core") or {}).get("subscription_level")
+        if isinstance(level, int | float):
+            series.levels.append((rec["t"], float(level)))
     return series
+
+
+def protocol_table(logs: list[tuple[Path, str, str, str]], t0: float, seconds: int
+                   ) -> pd.DataFrame:
+    """One row per (second, flow, node, role, gauge): the protocol core's gauges.
+
+    ``logs`` holds (event log, flow, node, role). Each whole experiment second k
+    takes the last stats record at or before ``t0 + k`` (gauges are sampled once a
+    second, so this holds the value the core last reported).
+    """
+    rows = []
+    for log, flow, node, role in logs:
+        records = [(r["t"], r["core"]) for r in _records(log)
+                   if r.get("event") == "stats" and isinstance(r.get("core"), dict)]
+        times = [t for t, _ in records]
+        for k in range(1, seconds + 1):
+            i = bisect.bisect_right(times, t0 + k + 1e-6)
+            if i == 0:
+                continue
+            for name, value in sorted(records[i - 1][1].items()):
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    rows.append({"t": k, "flow": flow, "node": node, "role": role,
+                                 "name": name, "value": value})
+    return pd.DataFrame(rows, columns=PROTOCOL_COLUMNS)
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,8 @@ def read_yaml(path: Path | str) -> dict[str, Any]:
 _UNION_TAGS = {
     "generate": frozenset({"star", "tree", "chain", "dumbbell"}),
     "flows": frozenset({"multicast", "tcp", "udp", "onoff"}),
-    "references": frozenset({"throughput", "share", "utilisation", "fairness", "loss", "ratio"}),
+    "references": frozenset({"throughput", "share", "utilisation", "fairness", "loss", "ratio",
+                             "measure"}),
 }
 
 

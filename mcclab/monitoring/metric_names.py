@@ -96,16 +96,18 @@ RUNTIME: tuple[MetricDef, ...] = (
               ("sender",)),
     MetricDef(PREFIX + "joined_channels", "gauge", "Channels currently joined", (),
               ("receiver",)),
-)
-
-# Runtime counters the dashboards need that the runtime does not export yet
-# (requested: one increment per Join / Leave action the runtime carries out).
-PENDING_RUNTIME: tuple[MetricDef, ...] = (
     MetricDef(PREFIX + "joins_total", "counter", "Joins carried out (Join actions)", (),
               ("receiver",)),
     MetricDef(PREFIX + "leaves_total", "counter", "Leaves carried out (Leave actions)", (),
               ("receiver",)),
+    MetricDef(PREFIX + "feedback_sent_total", "counter", "Unicast feedback datagrams sent", (),
+              ("sender", "receiver")),
+    MetricDef(PREFIX + "feedback_received_total", "counter",
+              "Well-formed unicast feedback datagrams received", (), ("sender", "receiver")),
 )
+
+# Runtime counters the dashboards need that the runtime does not export yet.
+PENDING_RUNTIME: tuple[MetricDef, ...] = ()
 
 # --- protocol cores ------------------------------------------------------------------------
 

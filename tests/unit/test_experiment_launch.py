@@ -46,3 +46,33 @@ def test_on_off_periods_are_seeded_and_inside_the_run():
     assert all(e1 <= s2 for (_, e1), (s2, _) in zip(a, a[1:], strict=False))
     on_fraction = sum(e - s for s, e in a) / 600
     assert 0.3 < on_fraction < 0.7  # equal means: about half the time on
+
+
+def test_feedback_protocols_get_a_feedback_port_per_session():
+    from pydantic import BaseModel
+
+    from agents.cbr import CbrReceiver, CbrSender
+    from agents.runtime.registry import ProtocolSpec, register, unregister
+    from mcclab.experiment.spec import Experiment
+    from mcclab.model.loader import load_topology
+
+    class Params(BaseModel):
+        pass
+
+    register(ProtocolSpec("fb-test", 247, Params, CbrSender, CbrReceiver, feedback=True))
+    try:
+        exp = Experiment.model_validate({
+            "name": "fb", "topology": "topologies/dumbbell.yaml", "duration": "10s",
+            "flows": [{"name": "plain", "type": "multicast", "protocol": "cbr", "sender": "s1",
+                       "receivers": ["d1"], "params": {"rate": "1Mbit"}},
+                      {"name": "a", "type": "multicast", "protocol": "fb-test",
+                       "sender": "s1", "receivers": ["d1"]},
+                      {"name": "b", "type": "multicast", "protocol": "fb-test",
+                       "sender": "s1", "receivers": ["d2"]}]})
+        lp = plan_launches(exp, plan_addresses(load_topology("topologies/dumbbell.yaml")), RUN)
+    finally:
+        unregister("fb-test")
+    ports = {name: json.loads(lp.files[str(RUN / "sessions" / f"{name}.json")]).get(
+        "feedback_port") for name in ("plain", "a", "b")}
+    assert ports["plain"] is None
+    assert ports["a"] != ports["b"] and None not in (ports["a"], ports["b"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from mcclab.experiment.tables import agent_series, iperf_series, per_second
+from mcclab.experiment.tables import agent_series, iperf_series, per_second, protocol_table
 
 IPERF_SERVER = """-----------------------------------------------------------
 Server listening on 5202 (test #1)
@@ -38,7 +38,8 @@ def test_agent_stats_records_are_resampled_on_experiment_seconds(tmp_path):
     log = tmp_path / "r.jsonl"
     records = [{"t": 11.0 + k, "event": "stats", "total_rx_bytes": 125_000 * k,
                 "total_rx_packets": 125 * k, "total_lost": k} for k in range(6)]
-    records.insert(2, {"t": 12.0, "event": "metric", "name": "subscription_level", "value": 3})
+    for rec in records[1:]:  # the core's gauges ride on the stats records from t = 12 s
+        rec["core"] = {"subscription_level": 3}
     log.write_text("\n".join(json.dumps(r) for r in records) + "\n{truncated")
     s = agent_series(log, "m", "d1")
     table = per_second([s], t0=10.0, seconds=5)
@@ -46,3 +47,20 @@ def test_agent_stats_records_are_resampled_on_experiment_seconds(tmp_path):
     assert table["throughput_bps"].iloc[0] == 0.0
     assert list(table["throughput_bps"].iloc[1:4]) == [1e6, 1e6, 1e6]
     assert table["level"].iloc[1] == 3.0 and table["level"].iloc[0] == ""
+
+
+def test_protocol_table_holds_each_cores_last_gauges_per_second(tmp_path):
+    log = tmp_path / "r.jsonl"
+    records = [{"t": 10.5 + k, "event": "stats", "core": {"artt_seconds": 0.1 * k, "nwc": k}}
+               for k in range(4)]
+    records.insert(1, {"t": 11.0, "event": "join", "channel": 1})
+    records[-1]["core"]["bad"] = "text"  # only numbers make rows
+    log.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    table = protocol_table([(log, "w", "r1", "receiver"), (tmp_path / "none", "w", "s", "sender")],
+                           t0=10.0, seconds=5)
+    artt = table[table["name"] == "artt_seconds"]
+    # second k holds the record at or before 10 + k: 10.5 -> t1, 11.5 -> t2, ...
+    assert list(artt["t"]) == [1, 2, 3, 4, 5]
+    assert [round(v, 3) for v in artt["value"]] == [0.0, 0.1, 0.2, 0.3, 0.3]
+    assert set(table["node"]) == {"r1"} and set(table["role"]) == {"receiver"}
+    assert "bad" not in set(table["name"])

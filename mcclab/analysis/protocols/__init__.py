@@ -1,0 +1,1 @@
+"""Protocol analysis plugins, one module per name prefix (see mcclab.analysis.plugins)."""

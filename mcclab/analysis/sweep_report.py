@@ -1,0 +1,119 @@
+"""The HTML report of a sweep: one self-contained page, styled like a run's report."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mcclab.analysis.report import CSS, _definitions, _e, _figures, _verdict
+from mcclab.analysis.summary import Quantity, format_criterion, format_value
+from mcclab.analysis.sweep import Sweep, SweepPoint
+
+
+def _banner(sweep: Sweep) -> str:
+    """A banner for a sweep that did not run all its points ('' when it did)."""
+    info = sweep.info
+    if info.status == "complete":
+        return ""
+    what = {"interrupted": "This sweep was interrupted",
+            "failed": "This sweep stopped: the lab could not be brought up",
+            "running": "This sweep has not finished: sweep.json still says 'running'"}.get(
+                info.status, f"This sweep is {info.status}")
+    css = "failed" if info.status == "failed" else "interrupted"
+    return (f"<div class='banner {css}' role='alert'>{_e(what)}.<span class='detail'>"
+            f"{len(info.runs)} of {info.planned} runs were done; the table and figures use "
+            "those.</span></div>")
+
+
+def _first(sweep: Sweep, label: str) -> Quantity | None:
+    """The first run's quantity with this label (for the paper value and criterion)."""
+    for point in sweep.points:
+        for q in point.summary.quantities if point.summary is not None else []:
+            if q.label == label:
+                return q
+    return None
+
+
+def _run_link(sweep: Sweep, point: SweepPoint) -> str:
+    """The run's id, linked to its report when there is one."""
+    if point.path is None:
+        return "–"
+    page = point.path / "report.html"
+    if not page.is_file():
+        return _e(point.name)
+    href = os.path.relpath(page, sweep.path)
+    return f"<a href='{_e(href)}'>{_e(point.name)}</a>"
+
+
+def _cell(q: Quantity | None) -> str:
+    """A measured value with its verdict."""
+    if q is None:
+        return "<td class='num'>–</td>"
+    value = format_value(q.kind, q.measured, q.unit)
+    title = f" title='{_e(q.error)}'" if q.error else ""
+    return f"<td class='num'{title}>{_e(value)} {_verdict(q.verdict)}</td>"
+
+
+def _table(sweep: Sweep) -> str:
+    """One row per run: the swept values, the run, its status, and each quantity."""
+    if not sweep.points:
+        return "<p>No run was done.</p>"
+    labels = sweep.labels()
+    head = "".join(f"<th>{_e(k)}</th>" for k in sweep.keys) + "<th>run</th><th>status</th>"
+    for label in labels:
+        first = _first(sweep, label)
+        paper = "" if first is None else (
+            f"<div class='why'>paper {_e(format_value(first.kind, first.paper, first.unit))}, "
+            f"{_e(format_criterion(first))}</div>")
+        head += f"<th class='num'>{_e(label)}{paper}</th>"
+    rows = []
+    for point in sweep.points:
+        by_label = {q.label: q for q in (point.summary.quantities if point.summary else [])}
+        cells = "".join(f"<td>{_e(point.record.set.get(k, '–'))}</td>" for k in sweep.keys)
+        cells += (f"<td>{_run_link(sweep, point)}</td>"
+                  f"<td class='status-{_e(point.record.status)}'>{_e(point.record.status)}"
+                  + (f"<div class='why'>{_e(point.record.error)}</div>"
+                     if point.record.error else "") + "</td>")
+        cells += "".join(_cell(by_label.get(label)) for label in labels)
+        rows.append(f"<tr>{cells}</tr>")
+    return (f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            "<p class='why'>Each run is measured over its own window; the verdicts are "
+            "against the paper values of the spec (see each run's report). "
+            "The same data are in sweep.csv.</p>")
+
+
+def _details(sweep: Sweep) -> str:
+    """What was swept and how the sweep went."""
+    info = sweep.info
+    pairs = [(f"over {key}", ", ".join(map(str, values))) for key, values in info.over.items()]
+    pairs += [("--set", " ".join(info.set) or "none"), ("profile", info.profile or "–"),
+              ("runs", f"{len(info.runs)} of {info.planned}"), ("status", info.status),
+              ("started", info.started or "–"), ("ended", info.ended or "–")]
+    return _definitions(pairs)
+
+
+def render_sweep(sweep: Sweep, figures: list[Path], captions: dict[str, str]) -> str:
+    """The sweep report page as a string."""
+    info = sweep.info
+    notes = "".join(f"<li>{_e(n)}</li>" for n in sweep.notes)
+    title = f"{info.experiment}: sweep {info.sweep}"
+    figures_html = _figures(figures, captions) or "<p>The sweep names no figures.</p>"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_e(title)} — {_e(info.sweep_id)}</title><style>{CSS}</style></head>
+<body><main>
+<h1>{_e(title)}</h1>
+<p class="sub">{_e(info.sweep_id)} · profile {_e(info.profile or '–')} ·
+<span class="status-{_e(info.status)}">{_e(info.status)}</span></p>
+{_banner(sweep)}
+<p>{_e(info.description)}</p>
+{f'<ul class="notes">{notes}</ul>' if notes else ''}
+<h2>Runs</h2>
+{_table(sweep)}
+<h2>Figures</h2>
+{figures_html}
+<h2>Sweep</h2>
+{_details(sweep)}
+</main></body></html>
+"""

@@ -1,0 +1,190 @@
+"""Sweeps: the product of values, the sweep folder (with a fake runner), report and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from mcclab.analysis.report import report_command
+from mcclab.analysis.sweep import load_sweep
+from mcclab.analysis.synthetic import rows, write_run
+from mcclab.experiment.loader import resolve
+from mcclab.experiment.runner import RunOptions, new_run_dir
+from mcclab.experiment.spec import SweepSpec
+from mcclab.experiment.sweep import SweepOptions, plan, run_sweep
+from mcclab.model.loader import SpecError
+from mcclab.model.units import parse_rate
+
+SPEC = {
+    "name": "sw", "topology": "topologies/dumbbell.yaml", "duration": "20s", "warmup": "2s",
+    "flows": [{"name": "cbr", "type": "multicast", "protocol": "cbr", "sender": "s1",
+               "receivers": ["d1"], "params": {"rate": "100kbit"}},
+              {"name": "tcp{i}", "count": 1, "type": "tcp", "sender": "s2", "receiver": "d2"}],
+    "references": [{"kind": "throughput", "label": "CBR throughput", "flow": "cbr",
+                    "paper": "150kbit", "tolerance": "40%"}],
+    "sweeps": {"rate": {
+        "description": "CBR rate against run length",
+        "over": {"flows.cbr.params.rate": ["100kbit", "200kbit", "400kbit"],
+                 "duration": ["10s", "20s"]},
+        "figures": [{"figure": "generic.sweep_quantity",
+                     "args": {"label": "CBR throughput", "by": "duration"}}]},
+        "count": {"over": {"flows.tcp{i}.count": [1, 3]}},
+        "hosts": {"over": {"flows.cbr.sender": ["s1", "s9"]}}},
+    "profiles": {"quick": {"set": {"warmup": "1s"}}},
+}
+
+
+@pytest.fixture
+def spec(tmp_path):
+    """The sweep spec as a file."""
+    path = tmp_path / "sw.yaml"
+    path.write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    return str(path)
+
+
+class FakeRunner:
+    """Writes a synthetic run where CBR gets its configured rate; can stop or fail on cue."""
+
+    def __init__(self, stop_at: int | None = None,
+                 raise_at: dict[int, BaseException] | None = None):
+        self.calls: list[dict] = []
+        self.stop_at, self.raise_at = stop_at, raise_at or {}
+
+    def __call__(self, res, options: RunOptions) -> Path:
+        exp = res.experiment
+        self.calls.append({"duration": exp.duration, "rate": exp.flows[0].params["rate"],
+                           "flows": [f.name for f in exp.flows], "warmup": exp.warmup})
+        folder = new_run_dir(options.results, exp.name)
+        options.started(folder)
+        k = len(self.calls)
+        if k in self.raise_at:
+            raise self.raise_at[k]
+        seconds = range(1, int(exp.duration) + 1)
+        data = rows("cbr", "multicast", "d1", parse_rate(exp.flows[0].params["rate"]), seconds)
+        status = "interrupted" if k == self.stop_at else "complete"
+        write_run(folder, data, spec=exp.model_dump(mode="json"), duration_s=exp.duration,
+                  warmup_s=exp.warmup, status=status, profile=res.profile)
+        (folder / "report.html").write_text("<!DOCTYPE html><title>run</title>")
+        return folder
+
+
+def sweep_options(tmp_path, runner, sets=()):
+    """Options that put results under tmp_path and record progress."""
+    progress: list[tuple[int, int, dict]] = []
+    options = SweepOptions(run=RunOptions(results=tmp_path / "results"),
+                           progress=lambda k, n, p: progress.append((k, n, p)),
+                           execute=runner, sets=list(sets))
+    return options, progress
+
+
+def test_points_are_the_product_first_key_slowest():
+    spec = SweepSpec(over={"a": [1, 2], "b": ["x", "y", "z"]})
+    assert spec.points() == [{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 1, "b": "z"},
+                             {"a": 2, "b": "x"}, {"a": 2, "b": "y"}, {"a": 2, "b": "z"}]
+    assert SweepSpec(over={"a": [5]}).points() == [{"a": 5}]
+
+
+def test_bad_sweeps_are_rejected_at_load(tmp_path):
+    for sweeps, field in [({"s": {"over": {}}}, "sweeps.s.over"),
+                          ({"s": {"over": {"duration": []}}}, "sweeps.s.over.duration"),
+                          ({"s": {"over": {"duration": ["5s"]},
+                                  "figures": [{"figure": "generic.nope"}]}},
+                           "sweeps.s.figures[0].figure"),
+                          ({"s": {"over": {"duration": ["5s"]},
+                                  "figures": [{"figure": "generic.rates"}]}},
+                           "sweeps.s.figures[0].figure")]:
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump({**SPEC, "sweeps": sweeps}))
+        with pytest.raises(SpecError) as info:
+            resolve(str(path))
+        assert field in [f for f, _ in info.value.problems], str(info.value)
+
+
+def test_plan_resolves_every_point_first(spec):
+    base, points = plan(spec, "count", "paper", [])
+    assert [p for p, _ in points] == [{"flows.tcp{i}.count": 1}, {"flows.tcp{i}.count": 3}]
+    assert [f.name for f in points[1][1].experiment.flows] == ["cbr", "tcp1", "tcp2", "tcp3"]
+    with pytest.raises(SpecError, match="no sweep 'nope'; known: count, hosts, rate"):
+        plan(spec, "nope", "paper", [])
+    # three TCP flows from s2 are fine; a point naming a host that does not exist is not
+    with pytest.raises(SpecError, match=r"sweeps.hosts at flows.cbr.sender=s9: flows\[0\]: "
+                                        "unknown node 's9'"):
+        plan(spec, "hosts", "paper", [])
+
+
+def test_sweep_writes_folder_csv_figures_and_report(tmp_path, spec):
+    runner = FakeRunner()
+    options, progress = sweep_options(tmp_path, runner, sets=["warmup=3s"])
+    folder = run_sweep(spec, "rate", "quick", options)
+    assert folder.parent == tmp_path / "results" / "sw" and folder.name.startswith("sweep-")
+    # the command line's --set applies to every run, the point's values last
+    assert [(c["rate"], c["duration"], c["warmup"]) for c in runner.calls] == [
+        (r, d, 3.0) for r in ("100kbit", "200kbit", "400kbit") for d in (10.0, 20.0)]
+    assert [(k, n) for k, n, _ in progress] == [(k, 6) for k in range(1, 7)]
+    record = json.loads((folder / "sweep.json").read_text())
+    assert (record["experiment"], record["sweep"], record["profile"], record["status"]) == (
+        "sw", "rate", "quick", "complete")
+    assert record["over"] == SPEC["sweeps"]["rate"]["over"] and record["planned"] == 6
+    assert record["set"] == ["warmup=3s"]
+    assert [r["set"] for r in record["runs"]] == [p for _, _, p in progress]
+    assert all(r["status"] == "complete" for r in record["runs"])
+    assert all((folder / r["dir"] / "run.json").is_file() for r in record["runs"])
+    table = pd.read_csv(folder / "sweep.csv")
+    assert list(table.columns) == ["flows.cbr.params.rate", "duration", "run", "status", "label",
+                                   "kind", "unit", "paper", "measured", "verdict"]
+    assert len(table) == 6
+    # CBR gets its configured rate; paper 150 kbit/s ±40 % passes 100 and 200 only
+    assert list(table["measured"]) == [1e5, 1e5, 2e5, 2e5, 4e5, 4e5]
+    assert list(table["verdict"]) == ["pass"] * 4 + ["fail"] * 2
+    assert (folder / "figures" / "sweep-cbr-throughput.svg").is_file()
+    page = (folder / "report.html").read_text()
+    assert "sw: sweep rate" in page and "CBR rate against run length" in page
+    assert page.count("<tr>") == 7 and "<script" not in page and "<svg" in page
+    # each run links to its own report (the fake runner writes a placeholder page)
+    for run in record["runs"]:
+        assert f"href='{run['dir']}/report.html'" in page
+
+
+def test_loader_reads_only_listed_runs_and_notes_missing_ones(tmp_path, spec):
+    folder = run_sweep(spec, "rate", "quick", sweep_options(tmp_path, FakeRunner())[0])
+    record = json.loads((folder / "sweep.json").read_text())
+    gone = folder / record["runs"][0]["dir"]
+    for path in sorted(gone.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    gone.rmdir()
+    new_run_dir(tmp_path / "results", "sw")  # an unrelated run next to it is ignored
+    sweep = load_sweep(folder)
+    assert len(sweep.points) == 6 and sweep.points[0].run is None
+    assert any("cannot be read" in n for n in sweep.notes)
+    assert sweep.quantity("CBR throughput")["measured"].tolist() == [1e5, 2e5, 2e5, 4e5, 4e5]
+    report_command([folder])  # rebuilds the sweep's report, does not exit
+    assert "cannot be read" in (folder / "report.html").read_text()
+
+
+def test_interrupted_run_stops_the_sweep(tmp_path, spec):
+    runner = FakeRunner(stop_at=2)
+    folder = run_sweep(spec, "rate", "paper", sweep_options(tmp_path, runner)[0])
+    record = json.loads((folder / "sweep.json").read_text())
+    assert len(runner.calls) == 2 and record["status"] == "interrupted"
+    assert [r["status"] for r in record["runs"]] == ["complete", "interrupted"]
+    page = (folder / "report.html").read_text()
+    assert "This sweep was interrupted" in page and "2 of 6 runs" in page
+
+
+def test_ctrl_c_inside_a_run_and_failures(tmp_path, spec):
+    runner = FakeRunner(raise_at={2: RuntimeError("lab broke"), 3: KeyboardInterrupt()})
+    folder = run_sweep(spec, "rate", "paper", sweep_options(tmp_path, runner)[0])
+    record = json.loads((folder / "sweep.json").read_text())
+    # a failing run is recorded and the sweep goes on; Ctrl-C stops it
+    assert len(runner.calls) == 3 and record["status"] == "interrupted"
+    statuses = [(r["status"], r["error"]) for r in record["runs"]]
+    assert statuses == [("complete", None), ("failed", "RuntimeError: lab broke"),
+                        ("interrupted", "stopped by Ctrl-C")]
+    assert all(r["dir"] for r in record["runs"])  # the folders the runner had created
+    table = pd.read_csv(folder / "sweep.csv")
+    assert list(table["status"]) == ["complete", "failed", "interrupted"]
+    assert table["label"].isna().tolist() == [False, True, True]
