@@ -117,6 +117,8 @@ def build_rootfs(recipe: rc.Recipe, root: Path, run: Run) -> None:
     if root.exists():
         shutil.rmtree(root)
     run(recipe.debootstrap_argv(str(root)))
+    # Before the guest files: resolv.conf is still the host's copy here.
+    run(["chroot", str(root), *rc.PREINSTALL])
     run(["chroot", str(root), *rc.USERADD])  # before the files: they include its ~/.ssh
     write_files(root, recipe.files)
     for cmd in rc.chroot_commands():
