@@ -101,16 +101,24 @@ def ormcc() -> db.Dashboard:
 
 
 def stair() -> db.Dashboard:
-    """STAIR: subscribed layers, the stair layer and its dilation."""
+    """STAIR: subscription (units), stair layer, RTT estimate, AIMD events."""
     p = "stair"
-    d = dashboard("mcclab-stair", "STAIR", "STAIR receivers' cumulative layers, stair layer "
-                  "and dilation." + PENDING)
-    d.with_panel(series("Subscribed layers", "none",
-                        [(_rx("mcc_agent_subscribed_layers", p), AT)],
-                        "Cumulative layers joined per receiver.", step=True))
+    d = dashboard("mcclab-stair", "STAIR", "STAIR receivers' subscription in base-rate units, "
+                  "stair layer, RTT estimate and AIMD events (link dilation: the run's "
+                  "Fig. 14 figure).")
+    d.with_panel(series("Subscription (units)", "none",
+                        [(_rx("mcc_agent_subscription_level", p), AT)],
+                        "Units of the base rate held on cumulative and non-cumulative layers.",
+                        step=True))
     d.with_panel(series("Stair layer", "none", [(_rx("mcc_agent_stair_layer", p), AT)],
                         "The stair layer each receiver is joined to (-1: none).", step=True))
-    d.with_panel(series("Dilation", "none", [(_rx("mcc_agent_dilation", p), AT)],
-                        "The stair layer's current dilation factor."))
+    d.with_panel(series("RTT estimate", "ms", [(_rx("mcc_agent_rtt_ms", p), AT)],
+                        "Each receiver's RTT estimate from its probes."))
+    d.with_panel(series("AIMD events", "ops",
+                        [(rate("mcc_agent_increases", protocol=p, role="receiver"),
+                          "increases " + AT),
+                         (rate("mcc_agent_decreases", protocol=p, role="receiver"),
+                          "decreases " + AT)],
+                        "Additive increases and multiplicative decreases per second."))
     d.with_panel(series("Throughput", "bps", [_throughput(p)], "Received bit/s per receiver."))
     return d

@@ -19,7 +19,7 @@ from agents.runtime.header import PROTOCOL_FLAGS, Extension, HeaderParser, NoExt
 if TYPE_CHECKING:
     from agents.runtime.session import Session
 
-BUILTIN_MODULES = ("agents.cbr", "agents.layered_cbr")
+BUILTIN_MODULES = ("agents.cbr", "agents.layered_cbr", "agents.stair")
 
 SenderFactory = Callable[[Any, "Session"], SenderCore]
 ReceiverFactory = Callable[[Any, "Session"], ReceiverCore]

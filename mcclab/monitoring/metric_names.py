@@ -119,6 +119,32 @@ CORE_GAUGES: dict[str, ProtocolGauges] = {
         sender={"layers": "number of layers", "target_rate_bps": "sum of the layer rates"},
         receiver={"subscription_level": "layers joined (level k = layers 0..k-1)",
                   "subscribed_rate_bps": "sum of the joined layers' rates, bit/s"}),
+    "stair": ProtocolGauges(
+        "stair",
+        sender={"layers": "channels: CLs + NCLs + SLs",
+                "cumulative_layers": "cumulative layers (CLs) sent",
+                "noncumulative_layers": "non-cumulative layers (NCLs) sent",
+                "stair_layers": "stair layers (SLs) sent",
+                "target_rate_bps": "mean output over every layer, bit/s",
+                "probes_echoed": "RTT probes echoed, cumulative"},
+        receiver={
+            "subscription_level": "units held on CLs and NCLs (base rate units)",
+            "static_rate_bps": "rate of the CLs and NCLs held, bit/s",
+            "cumulative_layers": "cumulative layers joined",
+            "noncumulative_mask": "non-cumulative layers joined (bit i: NCL_i)",
+            "stair_layer": "index of the stair layer joined (-1: none)",
+            "stair_rtt_ms": "RTT the joined stair layer emulates, ms",
+            "rtt_ms": "RTT estimate, ms",
+            "mrtt_ms": "last join latency (MRTT), ms",
+            "increases": "additive increases, cumulative",
+            "decreases": "multiplicative decreases, cumulative",
+            "loss_events": "loss events, cumulative",
+            "lost_packets": "packets lost (sequence gaps), cumulative",
+            "periods": "stair periods ended, cumulative",
+            "probes_sent": "RTT probes sent, cumulative",
+            "probe_replies": "RTT probe replies received, cumulative",
+            "bad_ext": "packets whose extension did not match their channel, cumulative",
+        }),
 }
 
 # Protocols without an agent yet: THE CONTRACT their cores must export. Every
@@ -154,14 +180,6 @@ PENDING_CORE_GAUGES: dict[str, ProtocolGauges] = {
             "is_cr": "1 while this receiver is the CR, else 0",
             "ci_sent": "congestion indications sent, cumulative",
             "ci_suppressed": "congestion indications suppressed, cumulative",
-        }),
-    "stair": ProtocolGauges(
-        "stair",
-        sender={"layers": "number of cumulative layers"},
-        receiver={
-            "subscribed_layers": "cumulative layers joined",
-            "stair_layer": "index of the stair layer currently joined (-1: none)",
-            "dilation": "current dilation factor of the stair layer",
         }),
 }
 

@@ -56,6 +56,17 @@ CASES: dict[str, dict] = {
         "expected": "1.2Mbit",
         "silent_channels": [2],  # above the receiver's level
     },
+    "stair": {
+        "ssm": False,
+        # one unit (CL_0) and one stair layer; SL_16 at 256 kbit/s with 512 B packets tops
+        # out at one packet per 16 ms, so the stair is flat and the rate constant
+        "channels": [{"group": "239.7.2.1", "port": 6004}, {"group": "239.7.2.2", "port": 6004}],
+        "params": {"base_rate": "256kbit", "packet_size": "512B", "max_rate": "256kbit",
+                   "stair_layers": 1, "rtt_source": "fixed", "rtt": "16ms"},
+        "session": {"feedback_port": 6005},
+        "expected": "512kbit",
+        "silent_channels": [],
+    },
 }
 
 
@@ -122,6 +133,7 @@ def session_file(tmp_path: Path, name: str, case: dict, net: Pair) -> Path:
             "snd": {"address": net.sender_data},
             "rcv": {"address": net.receiver_data, "params": case.get("receiver_params", {})},
         },
+        **case.get("session", {}),
     }
     path = tmp_path / "session.json"
     path.write_text(json.dumps(session))

@@ -115,8 +115,11 @@ def session_for(name: str) -> Session:
     params = spec.example_params
     count = CHANNELS if spec.channels is None else spec.channels(spec.params(**params))
     channels = [{"group": f"239.9.9.{i + 1}", "port": 7000} for i in range(count)]
+    # a protocol that uses unicast feedback needs a feedback port in its session
+    feedback = {"feedback_port": 7001} if spec.feedback else {}
     return Session.model_validate({"protocol": name, "flow": "fuzz", "session_id": SESSION_ID,
-                                   "source": "10.0.0.1", "channels": channels, "params": params})
+                                   "source": "10.0.0.1", "channels": channels, "params": params,
+                                   **feedback})
 
 
 @pytest.mark.parametrize("name", NAMES)

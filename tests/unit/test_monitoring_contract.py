@@ -46,6 +46,7 @@ def _session(name: str) -> Session:
                                for c in range(channels)],
         "params": spec.example_params,
         "nodes": {"s": {"address": "10.0.0.1"}, "r": {"address": "10.0.0.2"}},
+        **({"feedback_port": 5001} if spec.feedback else {}),
     })
 
 

@@ -150,6 +150,7 @@ def sweep_quantity(sweep: Sweep, folder: Path, label: str, x: str | None = None,
                     alpha=0.7, label=None if by is not None else "paper")
         if numbers is None:
             ax.set_xticks(range(len(categories)), [str(c) for c in categories])
+            ax.set_xlim(-0.5, len(categories) - 0.5)
         ax.set_xlabel(f"{x} ({x_unit})" if x_unit else x)
         ax.set_ylabel(f"{label} ({shown})" if shown else label)
         ax.set_ylim(bottom=0)

@@ -1,0 +1,59 @@
+"""STAIR end to end across real FRR routers: probes, stair layer, AIMD, joins and leaves."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
+
+SPEC = Path(__file__).with_name("stair-lab.yaml")
+BOTTLENECK = 1e6
+UNIT = 256e3
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_stair_session_across_routers(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "mcclab", "run", str(SPEC), "--results",
+                          str(tmp_path), "--wait", "600"],
+                         capture_output=True, text=True, timeout=800)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (run,) = list((tmp_path / "stair-lab").iterdir())
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    assert (run / "summary.json").is_file()
+    log = records(run / "logs" / "stair-receiver-d1.jsonl")
+    events = [r["event"] for r in log]
+
+    # the ping-like probe crossed the routers both ways: RTT 100 ms plus queueing
+    last = [r for r in log if r["event"] == "stats"][-1]
+    core = last["core"]
+    assert core["probe_replies"] >= 20
+    assert 95 <= core["rtt_ms"] <= 400, core["rtt_ms"]
+    # simple option: 85 < E <= 171 ms -> SL_128 (stair layer 3)
+    stair = [r for r in log if r["event"] == "stair"]
+    assert stair and stair[-1]["layers"] == [3]
+
+    # AIMD: increases every stair period without loss, decreases on loss
+    inc = [r for r in log if r["event"] == "increase"]
+    dec = [r for r in log if r["event"] == "decrease"]
+    assert len(inc) >= 4 and len(dec) >= 1, (len(inc), len(dec))
+    assert all(r["units"] == r["units_before"] + 1 and r["joins"] == 1 for r in inc)
+    assert all(r["units"] < r["units_before"] for r in dec)
+    # every join and leave the core asked for reached the runtime's log
+    assert events.count("join") == core["joins"] and events.count("leave") >= core["leaves"]
+
+    # what arrived: within the bottleneck, and the sawtooth stays near it
+    table = pd.read_csv(run / "tables" / "per_second.csv")
+    rx = table[(table["flow"] == "stair") & (table["t"] > 5)]
+    mean = rx["throughput_bps"].mean()
+    assert 0.3 * BOTTLENECK < mean <= 1.02 * BOTTLENECK, mean
+    levels = rx["level"].dropna()
+    assert levels.max() <= BOTTLENECK / UNIT + 2 and levels.nunique() >= 2
