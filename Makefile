@@ -11,7 +11,8 @@ EXPERIMENT ?= default
 PROFILE    ?= quick
 PYTEST_ARGS ?=
 
-.PHONY: help setup experiment test test-unit lint schema clean linkemu dashboards bench-links
+.PHONY: help setup experiment test test-unit lint schema clean linkemu dashboards bench-links \
+	vm-check
 
 help:
 	@echo "make setup       install everything (Ansible playbook, idempotent)"
@@ -20,6 +21,8 @@ help:
 	@echo "make test        run the test suite (needs root for the network tests)"
 	@echo "make lint        ruff, ansible-lint and the schema check"
 	@echo "make clean       remove every namespace, interface and process mcclab made"
+	@echo "make vm-check    slow (30-45 min): a Debian 12 VM under QEMU, provisioned with the"
+	@echo "                 playbook, kernel link backend checks inside (docs/vm-check.md)"
 
 setup:
 	@command -v ansible-playbook >/dev/null || { $(SUDO) apt-get update -q && \
@@ -51,6 +54,14 @@ test-unit: $(MCCLAB)
 # shorter run.
 bench-links: $(MCCLAB) linkemu
 	$(SUDO) $(PY) bench/bench_links.py $(BENCH_ARGS)
+
+# The Vagrant user path in a real Debian 12 VM (QEMU TCG), not part of `make test`:
+# builds/caches the image under /var/cache/mcclab-vm, provisions it with
+# ansible/site.yml, runs the kernel link backend, multicast and the quick default
+# experiment inside, and the same fidelity settings on the host (userspace).
+# VMCHECK_ARGS=--rebuild for a cold run; see docs/vm-check.md.
+vm-check: $(MCCLAB) linkemu
+	$(SUDO) env PYTHONPATH=$(CURDIR) $(PY) -m mcclab.vmcheck $(VMCHECK_ARGS)
 
 lint: $(MCCLAB)
 	$(PY) -m ruff check mcclab agents tests bench dashboards

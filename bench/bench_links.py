@@ -42,7 +42,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from mcclab.features import probe as probe_features
-from mcclab.lab import Lab, LabOptions, PreflightError
+from mcclab.lab import Lab, LabOptions
 from mcclab.links import fidelity as fx
 from mcclab.model.loader import resolve_topology
 from mcclab.model.topology import RedParams, Topology
@@ -68,6 +68,7 @@ class Setting:
     loss: float
     limit: int
     disc: str
+    gentle: bool = True
 
     @property
     def label(self) -> str:
@@ -81,7 +82,7 @@ class Setting:
             return None
         lo = max(1, round(self.limit / 8))
         hi = max(lo + 1, round(3 * self.limit / 8))
-        return RedParams(min_th=f"{lo}pkt", max_th=f"{hi}pkt", max_p="10%")
+        return RedParams(min_th=f"{lo}pkt", max_th=f"{hi}pkt", max_p="10%", gentle=self.gentle)
 
     def link(self) -> dict:
         """The r-d link as topology data."""
@@ -120,6 +121,25 @@ def design() -> list[Setting]:
         at("combo", rate=3.2e6, delay=0.050, limit=40),
     ]
     return out
+
+
+def design_vm() -> list[Setting]:
+    """One rate, delay, loss, drop-tail and RED setting at rates an emulated CPU carries.
+
+    For `make vm-check` (mcclab/vmcheck): at most 3.2 Mbit/s, and RED without the
+    gentle ramp, which the kernel's red lacks (so both backends run the same RED).
+    """
+    base = {"delay": 0.010, "loss": 0.0, "limit": 40, "disc": "droptail"}
+    return [
+        Setting("rate", rate=3.2e6, **base),  # type: ignore[arg-type]
+        Setting("delay", rate=1e6, **(base | {"delay": 0.050})),  # type: ignore[arg-type]
+        Setting("loss", rate=1e6, **(base | {"loss": 0.05})),  # type: ignore[arg-type]
+        Setting("droptail", rate=3.2e6, **(base | {"limit": 20})),  # type: ignore[arg-type]
+        Setting("red", rate=3.2e6, **(base | {"disc": "red"}), gentle=False),  # type: ignore[arg-type]
+    ]
+
+
+DESIGNS = {"full": design, "vm": design_vm}
 
 
 def topology(link: dict, backend: str) -> Topology:
@@ -358,8 +378,12 @@ def report(results: list[Result], reno: dict | None, pps: list[dict], meta: dict
              f"{meta['backend']} ({meta['reason']}); {'quick' if meta['quick'] else 'full'} run, "
              f"{meta['minutes']:.1f} min.", "",
              "Path s - r - d; the r-d link carries the setting (both directions; loss on "
-             "r->d only); s-r is unshaped. Design: one factor at a time around 10 Mbit/s, "
-             "10 ms, 0%, 40-packet drop-tail, plus corners (see bench/bench_links.py).", "",
+             "r->d only); s-r is unshaped. " + (
+                 "Design: one factor at a time around 10 Mbit/s, 10 ms, 0%, 40-packet "
+                 "drop-tail, plus corners (see bench/bench_links.py)."
+                 if meta.get("design", "full") == "full" else
+                 "Design: `vm`, one rate, delay, loss, drop-tail and RED (not gentle) setting "
+                 "at <= 3.2 Mbit/s (bench/bench_links.py design_vm, for make vm-check)."), "",
              "Targets: rate within ±2% (UDP always; TCP where a queue of >= 0.5 BDP and no "
              "random loss let one cubic flow fill the link); median RTT within max(0.5 ms, 2%) "
              "of 2 x delay + the echo's serialisation; p99 - median <= 1 ms at <= 10 Mbit/s; "
@@ -454,16 +478,8 @@ def print_table(results: list[Result]) -> None:
 
 
 def up_when_free(topo: Topology, features: object, wait: float) -> Lab:
-    """Bring the lab up, waiting while another lab holds the machine."""
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            return Lab(topo, LabOptions(features=features)).up()  # type: ignore[arg-type]
-        except PreflightError as exc:
-            if "another mcclab lab" not in str(exc) or time.monotonic() > deadline:
-                raise
-            console.print("another lab is up; waiting", style="yellow")
-            time.sleep(10)
+    """Bring the lab up, waiting up to ``wait`` seconds for the machine's lab lock."""
+    return Lab(topo, LabOptions(features=features, lock_timeout=wait)).up()  # type: ignore[arg-type]
 
 
 def main() -> None:
@@ -471,15 +487,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="shorter measurements")
     ap.add_argument("--backend", default="auto", choices=["auto", "kernel", "userspace"])
+    ap.add_argument("--design", default="full", choices=sorted(DESIGNS),
+                    help="full: the covering design; vm: five low-rate settings (make vm-check)")
     ap.add_argument("--out-dir", type=Path, default=REPO / "docs")
+    ap.add_argument("--raw", type=Path, help="where to write the raw JSON "
+                    "(default results/bench-links-<backend>-<time>.json)")
     ap.add_argument("--only", help="comma-separated setting groups "
                     "(base,rate,delay,loss,queue,combo,tcp,pps)")
     ap.add_argument("--wait", type=float, default=1800, help="seconds to wait for a busy machine")
     args = ap.parse_args()
     only = set(args.only.split(",")) if args.only else None
-    settings = [s for s in design() if only is None or s.group in only]
-    want_reno = only is None or "tcp" in only
-    want_pps = only is None or "pps" in only
+    full = args.design == "full"
+    settings = [s for s in DESIGNS[args.design]() if only is None or s.group in only]
+    want_reno = full and (only is None or "tcp" in only)
+    want_pps = full and (only is None or "pps" in only)
     t_start = time.monotonic()
     features = probe_features()
     lab = up_when_free(topology(settings[0].link() if settings else
@@ -516,12 +537,16 @@ def main() -> None:
     finally:
         lab.down()
     meta["minutes"] = (time.monotonic() - t_start) / 60
+    meta["design"] = args.design
     print_table(results)
     text = report(results, reno, pps, meta)
-    out = args.out_dir / f"bench-links-{meta['backend']}.md"
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    suffix = "" if full else f"-{args.design}"
+    out = args.out_dir / f"bench-links-{meta['backend']}{suffix}.md"
     out.write_text(text)
-    raw = REPO / "results" / f"bench-links-{meta['backend']}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    raw.parent.mkdir(exist_ok=True)
+    raw = args.raw or (REPO / "results" / f"bench-links-{meta['backend']}{suffix}-"
+                       f"{time.strftime('%Y%m%d-%H%M%S')}.json")
+    raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps({"meta": meta, "results": [asdict(r) for r in results],
                                "reno": reno, "pps": pps}, indent=1, default=str))
     if reno:

@@ -1,0 +1,147 @@
+"""What runs inside the VM, as data: copying the checkout in, the playbook, the checks.
+
+The playbook is invoked the way Vagrant's ``ansible_local`` provisioner invokes it
+for the project's Vagrantfile (checkout at /vagrant, ansible/ansible.cfg,
+ansible/inventory.ini, ``--limit all``, ``--become``, ``mcclab_repo=/vagrant``).
+Ansible itself comes from Debian (``ansible-core``, as .ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+from mcclab.vmcheck.ssh import remote
+
+GUEST_REPO = "/vagrant"
+VENV_PY = "/opt/mcclab/venv/bin/python"
+RESULTS = f"{GUEST_REPO}/results"
+VM_RESULTS = f"{RESULTS}/vm-check"
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
+
+
+def unpack_checkout() -> str:
+    """Guest side of the copy: an empty /vagrant owned by vagrant, the tar stream unpacked."""
+    return (f"sudo rm -rf {GUEST_REPO} && sudo install -d -o vagrant -g vagrant {GUEST_REPO} && "
+            f"tar -x -C {GUEST_REPO}")
+
+
+def install_ansible() -> str:
+    """Debian's ansible-core, as CI installs it (the playbook uses builtin modules only).
+
+    Without recommends: ansible-core recommends the full ``ansible`` collection
+    package, tens of thousands of files, minutes to unpack under emulation.
+    """
+    return (remote(["apt-get", "update", "-q"], APT_ENV, sudo=True) + " && "
+            + remote(["apt-get", "install", "-y", "-q", "--no-install-recommends",
+                      "ansible-core"], APT_ENV, sudo=True))
+
+
+def playbook(optional_packages: bool = False) -> str:
+    """ansible-playbook as ``ansible_local`` runs it for the Vagrantfile.
+
+    Without ``optional_packages`` the playbook's documented knob
+    ``mcclab_optional_packages: []`` leaves out Chromium (only the report
+    screenshot tests use it, which the check does not run): with it, its ~200
+    dependencies made the first run take over 25 minutes under emulation.
+    """
+    extra_vars: dict[str, object] = {"mcclab_repo": GUEST_REPO}
+    if not optional_packages:
+        extra_vars["mcclab_optional_packages"] = []
+    extra = json.dumps(extra_vars)
+    return remote(
+        ["ansible-playbook", "--limit=all", "--inventory-file=ansible/inventory.ini",
+         f"--extra-vars={extra}", "--become", "ansible/site.yml"],
+        {"ANSIBLE_CONFIG": "ansible/ansible.cfg", "ANSIBLE_NOCOLOR": "1",
+         "ANSIBLE_FORCE_COLOR": "0", "PYTHONUNBUFFERED": "1"} | APT_ENV, cwd=GUEST_REPO,
+        sudo=True)
+
+
+@dataclass
+class Recap:
+    """Totals over the hosts in a PLAY RECAP."""
+
+    ok: int = 0
+    changed: int = 0
+    unreachable: int = 0
+    failed: int = 0
+
+    @property
+    def success(self) -> bool:
+        """No host failed or was unreachable."""
+        return self.failed == 0 and self.unreachable == 0
+
+
+_RECAP_FIELD = re.compile(r"\b(ok|changed|unreachable|failed)=(\d+)")
+
+
+def parse_recap(output: str) -> Recap | None:
+    """The PLAY RECAP of an ansible-playbook run (None if there is none)."""
+    _, sep, after = output.rpartition("PLAY RECAP")
+    if not sep:
+        return None
+    recap = Recap()
+    found = False
+    for line in after.splitlines():
+        fields = dict(_RECAP_FIELD.findall(line))
+        if not fields:
+            continue
+        found = True
+        for key, value in fields.items():
+            setattr(recap, key, getattr(recap, key) + int(value))
+    return recap if found else None
+
+
+def changed_tasks(output: str) -> list[str]:
+    """Names of the tasks that reported ``changed`` (for the idempotency error)."""
+    out, task = [], ""
+    for line in output.splitlines():
+        if line.startswith("TASK ["):
+            task = line[6:].split("]")[0]
+        elif line.startswith("changed:") and task and task not in out:
+            out.append(task)
+    return out
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check run inside the VM, as root, from the checkout."""
+
+    name: str
+    argv: list[str]
+    timeout: float
+
+    def command(self) -> str:
+        """The guest shell command."""
+        return remote(self.argv, {"PYTHONUNBUFFERED": "1"}, cwd=GUEST_REPO, sudo=True)
+
+
+def checks(fidelity_args: list[str]) -> list[Check]:
+    """The inner checks, in order: link fidelity (kernel), multicast join/leave, quick run."""
+    return [
+        Check("link fidelity (kernel backend)",
+              [VENV_PY, "bench/bench_links.py", "--design", "vm", "--backend", "kernel",
+               "--out-dir", VM_RESULTS, "--raw", f"{VM_RESULTS}/fidelity-kernel.json",
+               "--wait", "600", *fidelity_args], 1800),
+        Check("multicast join/leave across FRR routers",
+              [VENV_PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
+               "tests/integration/test_multicast_routing.py",
+               "-k", "(reaches_only_joined_receivers and frr and chain3) or "
+                     "frr_prunes_upstream"], 900),
+        Check("quick default experiment",
+              [VENV_PY, "-m", "mcclab.cli", "run", "default", "--profile", "quick", "--wait"],
+              1200),
+    ]
+
+
+def pack_results() -> str:
+    """Guest side of bringing the results back: a tar of /vagrant/results on stdout."""
+    return f"sudo tar -c -C {shlex.quote(GUEST_REPO)} results"
+
+
+def guest_facts() -> str:
+    """What the report records about the guest."""
+    return ("uname -r; nproc; "
+            "lsmod | grep -cE '^(sch_netem|sch_red|openvswitch) ' || true")

@@ -1,0 +1,496 @@
+"""The VM check from end to end, cleaning up after itself on success, failure or Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mcclab.vmcheck import compare, guest, image
+from mcclab.vmcheck import recipe as rc
+from mcclab.vmcheck.procs import CommandFailed, run_logged, stop_group
+from mcclab.vmcheck.qemu import Qemu, VmSpec, free_port, kill_group, overlay_argv, stale_qemu
+from mcclab.vmcheck.ssh import Keys, SshTimeout, ssh_argv, wait_for_ssh
+
+REPO = Path(__file__).resolve().parents[2]
+console = Console()
+HOST_TOOLS = ("qemu-system-x86_64", "qemu-img", "debootstrap", "sfdisk", "mkfs.ext4", "chroot",
+              "ssh", "ssh-keygen", "git", "tar", "nice")
+
+
+@dataclass
+class Options:
+    """Settings of one check."""
+
+    cache: Path = Path("/var/cache/mcclab-vm")
+    out: Path | None = None
+    rebuild: bool = False
+    cpus: int = 2
+    memory_mb: int = 4096
+    nice: int = 10
+    boot_timeout: float = 600.0
+    host_fidelity: bool = True
+    fidelity_quick: bool = True
+    lock_timeout: float = 1800.0
+    optional_packages: bool = False
+
+
+@dataclass
+class Step:
+    """A step's outcome, for the summary."""
+
+    name: str
+    seconds: float = 0.0
+    ok: bool | None = None
+    note: str = ""
+    task: int | None = None  # its line in the live progress display
+
+
+@dataclass
+class Check:
+    """State of one check run."""
+
+    opts: Options
+    out: Path
+    steps: list[Step] = field(default_factory=list)
+    vm: Qemu | None = None
+    host_proc: subprocess.Popen[bytes] | None = None
+    host_thread: threading.Thread | None = None
+    host_error: BaseException | None = None
+    run_dir: Path | None = None
+    port: int = 0
+    keys: Keys | None = None
+    progress: Progress | None = None
+
+    # ------------------------------------------------------------ helpers
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[Step]:
+        """Time a step, show it live, record it; an exception marks it failed."""
+        st = Step(name)
+        self.steps.append(st)
+        assert self.progress is not None
+        task = self.progress.add_task(name, total=None)
+        st.task = task
+        start = time.monotonic()
+        try:
+            yield st
+            if st.ok is None:
+                st.ok = True
+        except BaseException as exc:
+            st.ok = False
+            st.note = st.note or (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            raise
+        finally:
+            st.seconds = time.monotonic() - start
+            self.progress.update(task, description=f"{'[green]✓' if st.ok else '[red]✗'}"
+                                 f"[/] {name} ({st.seconds:.0f} s)"
+                                 + (f" — {st.note}" if st.note else ""), total=1, completed=1)
+
+    def status(self, name: str, step: Step | None = None) -> Callable[[str], None]:
+        """A callback showing a command's latest output line on its step's line."""
+        assert self.progress is not None
+        task = (step or self.steps[-1]).task
+        assert task is not None
+
+        def show(line: str) -> None:
+            self.progress.update(task, description=f"{name}: [dim]{line[:90]}[/dim]")
+        return show
+
+    def log(self, name: str) -> Path:
+        """The log file of a step."""
+        return self.out / "logs" / f"{name}.log"
+
+    def host(self, argv: list[str], log: str, timeout: float, what: str) -> str:
+        """Run a host command; raise CommandFailed (with the log's path) if it fails."""
+        rc_, output = run_logged(argv, self.log(log), timeout, self.status(what))
+        if rc_ != 0:
+            raise CommandFailed(f"{what}: exit status {rc_} (log: {self.log(log)})")
+        return output
+
+    def ssh(self, command: str, log: str, timeout: float, what: str,
+            check: bool = True) -> tuple[int, str]:
+        """Run a shell command in the guest as vagrant; output to the step's log."""
+        assert self.keys is not None
+        rc_, output = run_logged(ssh_argv(self.keys, self.port, command), self.log(log),
+                                 timeout, self.status(what))
+        if check and rc_ != 0:
+            raise CommandFailed(f"{what}: exit status {rc_} (log: {self.log(log)})")
+        return rc_, output
+
+    # ------------------------------------------------------------ VM lifecycle
+
+    def boot(self, disk: Path, folder: Path, kernel: tuple[Path, Path] | None = None) -> None:
+        """Start QEMU on ``disk`` and wait for ssh."""
+        assert self.keys is not None
+        self.port = free_port()
+        spec = VmSpec(disk=disk, ssh_port=self.port, console_log=folder / "console.log",
+                      pidfile=folder / "qemu.pid", cpus=self.opts.cpus,
+                      memory_mb=self.opts.memory_mb, nice=self.opts.nice)
+        if kernel is not None:
+            spec.kernel, spec.initrd = kernel
+            spec.append = f"root=LABEL={rc.ROOT_LABEL} rw {rc.KERNEL_CMDLINE}"
+        self.vm = Qemu(spec).start()
+        took = wait_for_ssh(self.keys, self.port, self.opts.boot_timeout, self.vm.running,
+                            self.vm.exit_message)
+        self.steps[-1].note = f"ssh after {took:.0f} s, port 127.0.0.1:{self.port}"
+
+    def power_off(self) -> None:
+        """Ask the guest to power off, wait, then end QEMU's process group whatever happened."""
+        if self.vm is None:
+            return
+        vm, self.vm = self.vm, None
+        try:
+            if vm.running() and self.keys is not None:
+                with contextlib.suppress(subprocess.SubprocessError, OSError):
+                    subprocess.run(ssh_argv(self.keys, self.port, "sudo systemctl poweroff"),
+                                   stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+                vm.wait_exit(90)
+        finally:
+            vm.kill()
+
+    # ------------------------------------------------------------ image
+
+    def image(self) -> Path:
+        """The cached base image for this host's recipe, built if missing."""
+        assert self.keys is not None
+        cache = self.opts.cache
+        with self.step("keys and recipe") as st:
+            made = self.keys.ensure()
+            recipe = image.host_recipe(self.keys)
+            base = cache / f"base-{recipe.digest()}.qcow2"
+            st.note = (f"{base.name}, mirror {recipe.mirror}"
+                       + (", new keys" if made else ""))
+        if base.exists() and not self.opts.rebuild:
+            self.steps[-1].note += " (cached)"
+            return base
+        build = cache / "build"
+        try:
+            with self.step("debootstrap Debian 12 (kernel, grub, sshd, sudo, python3)"):
+                build.mkdir(parents=True, exist_ok=True)
+                image.build_rootfs(recipe, build / "rootfs",
+                                   lambda argv: self.host(argv, "build", 3600, "debootstrap"))
+                if left := image.leftover_mounts(build):
+                    raise CommandFailed(f"mounts left under {build}: {left}")
+            with self.step("disk image (ext4 by mkfs -d, qcow2)"):
+                image.make_disk(build / "rootfs", build / "disk.raw", build / "base.qcow2",
+                                lambda argv: self.host(argv, "build", 1800, "disk"))
+                kernel = image.kernel_files(build / "rootfs")
+                kernel = (self._copy(kernel[0], build), self._copy(kernel[1], build))
+                shutil.rmtree(build / "rootfs")
+            with self.step("first boot (direct kernel), grub-install"):
+                self.boot(build / "base.qcow2", build, kernel)
+                for cmd in image.grub_commands():
+                    self.ssh(cmd, "build", 600, "grub")
+            with self.step("power off, publish the image"):
+                self.power_off()
+                for old in cache.glob("base-*.qcow2"):
+                    old.unlink()
+                (build / "base.qcow2").rename(base)
+        finally:
+            self.power_off()
+            shutil.rmtree(build, ignore_errors=True)
+        return base
+
+    def _host_started(self, proc: subprocess.Popen[bytes]) -> None:
+        """Remember the host measurement's process, to stop it on interrupt."""
+        self.host_proc = proc
+
+    def start_host_fidelity(self, fidelity_args: list[str]) -> None:
+        """Measure the host side in the background while the VM is provisioned and checked.
+
+        It overlaps with the VM's minutes (and with waiting for the host's lab lock,
+        which other labs may hold); QEMU runs at nice 10 so it disturbs the host
+        measurement little.
+        """
+        def body() -> None:
+            with contextlib.suppress(BaseException), \
+                    self.step("host: same fidelity settings, userspace backend") as st:
+                try:
+                    self.host_fidelity(fidelity_args, st)
+                except BaseException as exc:
+                    self.host_error = exc
+                    raise
+        self.host_thread = threading.Thread(target=body, daemon=True)
+        self.host_thread.start()
+
+    def join_host_fidelity(self, timeout: float | None = None) -> None:
+        """Wait for the background host measurement."""
+        if self.host_thread is not None:
+            self.host_thread.join(timeout)
+
+    def stop_host_fidelity(self) -> None:
+        """Interrupt the host measurement (SIGINT lets its lab come down), then wait."""
+        if self.host_thread is not None and self.host_thread.is_alive() and self.host_proc:
+            stop_group(self.host_proc, grace=60.0)
+        self.join_host_fidelity(90)
+
+    @staticmethod
+    def _copy(src: Path, folder: Path) -> Path:
+        """Copy a kernel file out of the rootfs (which is removed)."""
+        dest = folder / src.name
+        shutil.copy2(src, dest)
+        return dest
+
+    # ------------------------------------------------------------ inside the VM
+
+    def copy_checkout(self) -> None:
+        """Tracked files of the checkout (with uncommitted edits) into /vagrant."""
+        assert self.keys is not None
+        files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
+                               check=True).stdout.split(b"\0")
+        present = b"\0".join(f for f in files if f and (REPO / f.decode()).exists())
+        tar = subprocess.Popen(["tar", "-c", "--null", "-T", "-"], cwd=REPO,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               start_new_session=True)
+        assert tar.stdin is not None
+        tar.stdin.write(present)
+        tar.stdin.close()
+        try:
+            rc_, _ = run_logged(ssh_argv(self.keys, self.port, guest.unpack_checkout()),
+                                self.log("provision"), 600, stdin=tar.stdout)
+        finally:
+            tar.wait(60)
+        if rc_ != 0 or tar.returncode != 0:
+            raise CommandFailed(f"copying the checkout failed (log: {self.log('provision')})")
+
+    def provision(self) -> None:
+        """ansible-core from Debian, then the playbook twice; the second must change nothing."""
+        with self.step("copy the checkout to /vagrant") as st:
+            self.copy_checkout()
+            st.note = "git ls-files, tar over ssh"
+        with self.step("install ansible-core (apt)"):
+            self.ssh(guest.install_ansible(), "provision", 1800, "apt")
+        for n in (1, 2):
+            with self.step(f"playbook, run {n}") as st:
+                _, out = self.ssh(guest.playbook(self.opts.optional_packages),
+                                  f"playbook-{n}", 3600, "ansible", check=False)
+                recap = guest.parse_recap(out)
+                if recap is None:
+                    raise CommandFailed(f"no PLAY RECAP (log: {self.log(f'playbook-{n}')})")
+                st.note = (f"ok={recap.ok} changed={recap.changed} failed={recap.failed} "
+                           f"unreachable={recap.unreachable}")
+                if not recap.success:
+                    raise CommandFailed(f"playbook failed: {st.note}")
+                if n == 2 and recap.changed:
+                    st.note += "; changed: " + ", ".join(guest.changed_tasks(out))
+                    raise CommandFailed(f"second playbook run not idempotent: {st.note}")
+
+    def inner_checks(self, fidelity_args: list[str]) -> bool:
+        """Every check runs even if an earlier one failed; True if all passed."""
+        ok = True
+        for i, chk in enumerate(guest.checks(fidelity_args), 1):
+            with self.step(chk.name) as st:
+                rc_, out = self.ssh(chk.command(), f"check-{i}", chk.timeout, chk.name,
+                                    check=False)
+                st.ok = rc_ == 0
+                tail = [ln for ln in out.splitlines() if ln.strip()][-1:] or [""]
+                st.note = f"exit {rc_}: {tail[0][:100]}" if rc_ else tail[0][:100]
+                ok &= st.ok
+        return ok
+
+    def fetch_results(self) -> None:
+        """Copy the guest's results/ into out/guest/."""
+        assert self.keys is not None
+        dest = self.out / "guest"
+        dest.mkdir(parents=True, exist_ok=True)
+        tar = subprocess.Popen(["tar", "-x", "-C", str(dest)], stdin=subprocess.PIPE,
+                               start_new_session=True)
+        try:
+            rc_, _ = run_logged(ssh_argv(self.keys, self.port, guest.pack_results()),
+                                self.log("results"), 600, stdout_to=tar.stdin)  # type: ignore[arg-type]
+        finally:
+            assert tar.stdin is not None
+            tar.stdin.close()
+            tar.wait(120)
+        if rc_ != 0 or tar.returncode != 0:
+            raise CommandFailed(f"copying results back failed (log: {self.log('results')})")
+
+    # ------------------------------------------------------------ host side
+
+    def host_fidelity(self, fidelity_args: list[str], step: Step) -> None:
+        """The same fidelity settings on this host with the userspace backend."""
+        argv = [sys.executable, str(REPO / "bench" / "bench_links.py"),
+                "--design", "vm", "--backend", "userspace", "--out-dir", str(self.out),
+                "--raw", str(self.out / "fidelity-userspace.json"),
+                "--wait", str(self.opts.lock_timeout), *fidelity_args]
+        env = os.environ | {"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        rc_, _ = run_logged(argv, self.log("host-fidelity"), self.opts.lock_timeout + 1200,
+                            self.status("host", step), env=env, on_start=self._host_started)
+        # Misses are reported in the table; only a crash is a failure of this step.
+        if not (self.out / "fidelity-userspace.json").exists():
+            raise CommandFailed(f"host fidelity run failed, exit {rc_} "
+                                f"(log: {self.log('host-fidelity')})")
+
+
+def clean_stale(cache: Path) -> list[str]:
+    """End QEMUs and remove run folders left by a check that was SIGKILLed."""
+    done = []
+    for folder in sorted(cache.glob("run-*")) + ([cache / "build"] if (cache / "build").exists()
+                                                  else []):
+        for disk in (folder / "overlay.qcow2", folder / "base.qcow2"):
+            pid = stale_qemu(folder / "qemu.pid", disk)
+            if pid is not None:
+                kill_group(pid)
+                done.append(f"ended QEMU {pid}")
+        if image.leftover_mounts(folder):
+            raise CommandFailed(f"{folder} has mounts under it; unmount them first")
+        shutil.rmtree(folder, ignore_errors=True)
+        done.append(f"removed {folder}")
+    return done
+
+
+def leftovers(cache: Path) -> list[str]:
+    """What the check could have left behind: QEMUs, overlays, mounts, loop devices."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                if argv[0].endswith(b"qemu-system-x86_64") and any(
+                        str(cache).encode() in a for a in argv):
+                    found.append(f"QEMU pid {proc.name}")
+    found += [f"overlay {p}" for p in cache.glob("run-*/overlay.qcow2")]
+    found += [f"mount {m}" for m in image.leftover_mounts(cache)]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        loops = subprocess.run(["losetup", "-n", "-O", "NAME,BACK-FILE"], capture_output=True,
+                               text=True, timeout=10).stdout
+        found += [f"loop {ln.split()[0]}" for ln in loops.splitlines() if str(cache) in ln]
+    return found
+
+
+def summary_table(steps: list[Step]) -> Table:
+    """Steps with their durations and outcome."""
+    t = Table("step", "time", "result", "note", title="VM check")
+    for s in steps:
+        verdict = {True: "[green]ok[/green]", False: "[red]FAILED[/red]",
+                   None: "[yellow]not run[/yellow]"}[s.ok]
+        t.add_row(s.name, f"{s.seconds / 60:.1f} min" if s.seconds >= 60 else f"{s.seconds:.0f} s",
+                  verdict, s.note)
+    return t
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM/SIGHUP end the check like Ctrl-C (cleanup runs in finally blocks)."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run(opts: Options) -> int:
+    """Run the whole check; the exit status is 0 only if every step and check passed."""
+    if os.geteuid() != 0:
+        console.print("[red]make vm-check must run as root[/red] (debootstrap, chroot)")
+        return 2
+    missing = [t for t in HOST_TOOLS if shutil.which(t) is None]
+    if missing:
+        console.print(f"[red]missing host tools:[/red] {', '.join(missing)} — apt-get install "
+                      "qemu-system-x86 qemu-utils debootstrap fdisk openssh-client")
+        return 2
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = opts.out or REPO / "results" / f"vm-check-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+    opts.cache.mkdir(parents=True, exist_ok=True, mode=0o700)
+    chk = Check(opts, out, keys=Keys(opts.cache / "keys"))
+    fidelity_args = ["--quick"] if opts.fidelity_quick else []
+    t0 = time.monotonic()
+    load_before = os.getloadavg()
+    inner_ok = False
+    interrupted = False
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                        console=console, transient=False)
+    chk.progress = progress
+    try:
+        with progress:
+            for note in clean_stale(opts.cache):
+                console.print(f"[yellow]stale state from an earlier check:[/yellow] {note}")
+            base = chk.image()
+            if opts.host_fidelity:
+                chk.start_host_fidelity(fidelity_args)
+            chk.run_dir = opts.cache / f"run-{os.getpid()}"
+            chk.run_dir.mkdir()
+            overlay = chk.run_dir / "overlay.qcow2"
+            try:
+                with chk.step("boot (QEMU TCG, overlay on the cached image)"):
+                    subprocess.run(overlay_argv(base, overlay), check=True)
+                    chk.boot(overlay, chk.run_dir)
+                chk.provision()
+                inner_ok = chk.inner_checks(fidelity_args)
+                with chk.step("bring results back"):
+                    chk.fetch_results()
+            finally:
+                with chk.step("power off, kill QEMU, remove the overlay"):
+                    chk.power_off()
+                    shutil.rmtree(chk.run_dir, ignore_errors=True)
+            chk.join_host_fidelity()
+    except KeyboardInterrupt:
+        interrupted = True
+        console.print("[red]interrupted[/red]: cleaning up")
+    except (CommandFailed, SshTimeout, subprocess.SubprocessError, OSError) as exc:
+        console.print(f"[red]VM check failed:[/red] {exc}")
+    finally:
+        # Nothing may survive the check, whatever happened above.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        chk.stop_host_fidelity()
+        chk.power_off()
+        if chk.run_dir is not None:
+            shutil.rmtree(chk.run_dir, ignore_errors=True)
+        shutil.rmtree(opts.cache / "build", ignore_errors=True)
+        left = leftovers(opts.cache)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    minutes = (time.monotonic() - t0) / 60
+    console.print(summary_table(chk.steps))
+    kernel = compare.load(out / "guest" / "results" / "vm-check" / "fidelity-kernel.json")
+    userspace = compare.load(out / "fidelity-userspace.json")
+    table = compare.markdown(compare.comparison(kernel, userspace)) if kernel or userspace else ""
+    if table:
+        console.print("\nLink fidelity, same settings: kernel backend in the VM vs userspace "
+                      "backend on this host\n")
+        console.print(table, markup=False, highlight=False)
+    steps_ok = all(s.ok for s in chk.steps)
+    ok = steps_ok and inner_ok and not left and not interrupted
+    write_summary(out, chk.steps, table, minutes, load_before, left, kernel, userspace, ok)
+    if left:
+        console.print(f"[red]left behind:[/red] {', '.join(left)}")
+    else:
+        console.print("nothing left behind (no QEMU, overlay, mount or loop device)")
+    console.print(f"{'[green]VM check passed' if ok else '[red]VM check FAILED'}[/] in "
+                  f"{minutes:.1f} min; results and logs: {out}")
+    return 0 if ok else (130 if interrupted else 1)
+
+
+def write_summary(out: Path, steps: list[Step], table: str, minutes: float,
+                  load_before: tuple[float, float, float], left: list[str],
+                  kernel: dict | None, userspace: dict | None, ok: bool) -> None:
+    """summary.md and summary.json in the output folder."""
+    load_after = os.getloadavg()
+    lines = [f"# VM check {'passed' if ok else 'FAILED'}", "",
+             f"{time.strftime('%Y-%m-%d %H:%M')} UTC, {minutes:.1f} min; host load average "
+             f"{load_before[0]:.2f} before, {load_after[0]:.2f}/{load_after[1]:.2f}/"
+             f"{load_after[2]:.2f} (1/5/15 min) after.", "",
+             "| step | seconds | result | note |", "|---|---|---|---|"]
+    for s in steps:
+        lines.append(f"| {s.name} | {s.seconds:.0f} | "
+                     f"{ {True: 'ok', False: 'FAILED', None: 'not run'}[s.ok]} | {s.note} |")
+    lines += ["", "## Link fidelity: kernel backend (VM) vs userspace backend (host)", "",
+              table or "(no fidelity results)", "",
+              "Left behind: " + (", ".join(left) if left else "nothing")]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    (out / "summary.json").write_text(json.dumps({
+        "ok": ok, "minutes": minutes, "load_before": load_before, "load_after": load_after,
+        "steps": [s.__dict__ for s in steps], "left_behind": left,
+        "kernel_misses": compare.misses(kernel), "userspace_misses": compare.misses(userspace),
+    }, indent=1))

@@ -1,0 +1,298 @@
+"""The VM check's pure parts: QEMU/ssh command lines, the image recipe, playbook recaps,
+the comparison table. (The check itself is `make vm-check`, not part of `make test`.)"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mcclab.vmcheck import compare, guest, image, qemu
+from mcclab.vmcheck import recipe as rc
+from mcclab.vmcheck.ssh import Keys, SshTimeout, ssh_argv, wait_for_ssh
+
+
+def spec(tmp_path: Path, **kw) -> qemu.VmSpec:
+    return qemu.VmSpec(disk=tmp_path / "o.qcow2", ssh_port=40022,
+                       console_log=tmp_path / "console.log", pidfile=tmp_path / "q.pid", **kw)
+
+
+def option_values(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+
+
+def test_qemu_forwards_ssh_on_loopback_only_and_has_no_bridge(tmp_path):
+    argv = qemu.qemu_argv(spec(tmp_path))
+    netdevs = option_values(argv, "-netdev")
+    assert netdevs == ["user,id=net0,hostfwd=tcp:127.0.0.1:40022-:22"]
+    for nd in netdevs:
+        for fwd in [p for p in nd.split(",") if p.startswith("hostfwd=")]:
+            host = fwd.split(":")[1]
+            assert ipaddress.ip_address(host).is_loopback
+    joined = " ".join(argv)
+    for forbidden in ("tap", "bridge", "br0", "-net nic", "vde", "socket,", "macvtap"):
+        assert forbidden not in joined
+    assert "-nic" not in argv and "-net" not in argv
+    # one NIC, on the user-mode netdev
+    assert option_values(argv, "-device") == ["virtio-net-pci,netdev=net0"]
+
+
+def test_qemu_is_tcg_niced_and_disk_boots_unless_a_kernel_is_given(tmp_path):
+    argv = qemu.qemu_argv(spec(tmp_path))
+    assert argv[:3] == ["nice", "-n", "10"] and argv[3] == qemu.QEMU
+    assert option_values(argv, "-accel") == ["tcg,thread=multi"]
+    assert option_values(argv, "-cpu") == ["max"]
+    assert option_values(argv, "-smp") == ["2"]
+    assert "-kernel" not in argv and "-enable-kvm" not in argv
+    assert option_values(argv, "-pidfile") == [str(tmp_path / "q.pid")]
+    direct = qemu.qemu_argv(spec(tmp_path, nice=0, kernel=Path("/k"), initrd=Path("/i"),
+                                 append="root=LABEL=x"))
+    assert direct[0] == qemu.QEMU
+    assert option_values(direct, "-kernel") == ["/k"]
+    assert option_values(direct, "-append") == ["root=LABEL=x"]
+
+
+def test_overlay_is_backed_by_the_base_image():
+    argv = qemu.overlay_argv(Path("/c/base.qcow2"), Path("/c/run/o.qcow2"))
+    assert argv[:2] == ["qemu-img", "create"]
+    assert option_values(argv, "-b") == ["/c/base.qcow2"] and argv[-1] == "/c/run/o.qcow2"
+
+
+def test_free_port_is_bindable_on_loopback():
+    port = qemu.free_port()
+    assert 1024 <= port <= 65535
+
+
+def test_ssh_pins_the_host_key_and_uses_loopback(tmp_path):
+    argv = ssh_argv(Keys(tmp_path), 40022, "true")
+    opts = option_values(argv, "-o")
+    assert "StrictHostKeyChecking=yes" in opts and "BatchMode=yes" in opts
+    assert f"UserKnownHostsFile={tmp_path / 'known_hosts'}" in opts
+    assert argv[-3:] == ["vagrant@127.0.0.1", "--", "true"]
+    assert option_values(argv, "-p") == ["40022"]
+
+
+def test_wait_for_ssh_gives_up_with_the_vm_s_story(tmp_path):
+    with pytest.raises(SshTimeout, match="(?s)stopped before ssh answered.*console says bye"):
+        wait_for_ssh(Keys(tmp_path), 1, 10, alive=lambda: False,
+                     why_dead=lambda: "console says bye")
+
+
+def test_keys_are_generated_once_and_pinned(tmp_path):
+    keys = Keys(tmp_path / "k")
+    assert keys.ensure() is True
+    first = keys.client.read_text()
+    assert keys.ensure() is False and keys.client.read_text() == first
+    pin = keys.known_hosts.read_text().split()
+    assert pin[0] == "mcclab-vmcheck" and pin[1] == "ssh-ed25519"
+    assert pin[2] == keys.host.with_suffix(".pub").read_text().split()[1]
+    assert (tmp_path / "k").stat().st_mode & 0o077 == 0
+
+
+def test_stale_qemu_only_matches_a_qemu_running_that_disk(tmp_path):
+    pidfile = tmp_path / "q.pid"
+    pidfile.write_text(str(os.getpid()))  # this pytest process is not a QEMU
+    assert qemu.stale_qemu(pidfile, tmp_path / "o.qcow2") is None
+    assert qemu.stale_qemu(tmp_path / "missing.pid", tmp_path / "o.qcow2") is None
+
+
+def test_kill_group_ends_the_whole_group():
+    proc = subprocess.Popen([sys.executable, "-c",
+                             "import subprocess,time; subprocess.Popen(['sleep','60']); "
+                             "time.sleep(60)"], start_new_session=True)
+    time.sleep(0.3)
+    qemu.kill_group(proc.pid, grace=2.0, proc=proc)
+    assert proc.poll() is not None
+    # the grandchild too (zombies aside: init reaps); signals land asynchronously
+    deadline = time.monotonic() + 3.0
+    while live_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live_members(proc.pid) == []
+
+
+def live_members(pgid: int) -> list[int]:
+    """Pids in process group ``pgid`` that are not zombies."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(d.name))
+    return out
+
+
+# ------------------------------------------------------------------ recipe
+
+
+def test_apt_options_keep_only_how_the_mirror_is_reached():
+    texts = ['Acquire::Check-Valid-Until "false";\nAcquire::Languages "none";\n',
+             'Acquire::http::Proxy "http://proxy:3128";\nAPT::Sandbox::User "root";\n',
+             'Acquire::Check-Valid-Until "false";\n']
+    assert rc.apt_options(texts) == ('Acquire::Check-Valid-Until "false";\n'
+                                     'Acquire::http::Proxy "http://proxy:3128";\n')
+
+
+def test_sources_mirror_from_deb822_and_one_line_lists():
+    deb822 = ("Types: deb\nURIs: http://deb.example/debian\nSuites: bookworm\n\n"
+              "Types: deb\nURIs: http://deb.example/debian-security\n")
+    assert rc.sources_mirror(deb822) == "http://deb.example/debian"
+    assert rc.sources_mirror("deb [arch=amd64] http://m.example/debian bookworm main\n") == \
+        "http://m.example/debian"
+    assert rc.sources_mirror("deb https://packages.cloud.google.com/apt cloud-sdk main\n") is None
+
+
+def test_pip_conf_carries_index_and_swaps_host_paths_for_the_guest_bundle():
+    conf = rc.pip_conf("[global]\ncert = /host/ca.pem\nfind-links = /opt/wheels\n",
+                       {"PIP_INDEX_URL": "https://pypi.example/simple"}, custom_cas=True)
+    assert conf is not None
+    assert "index-url = https://pypi.example/simple" in conf
+    assert f"cert = {rc.SYSTEM_CA_BUNDLE}" in conf
+    assert "/opt/wheels" not in conf and "/host/ca.pem" not in conf
+    assert rc.pip_conf(None, {}, custom_cas=False) is None
+
+
+def test_host_recipe_replicates_registry_settings_and_keys(tmp_path):
+    etc = tmp_path / "etc"
+    (etc / "apt" / "sources.list.d").mkdir(parents=True)
+    (etc / "apt" / "apt.conf.d").mkdir()
+    (etc / "apt" / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n")
+    (etc / "apt" / "sources.list.d" / "x.list.disabled").write_text("deb http://no/ x main\n")
+    (etc / "apt" / "apt.conf.d" / "99proxy").write_text('Acquire::http::Proxy "http://p:1";\n')
+    cas = tmp_path / "ca"
+    cas.mkdir()
+    (cas / "corp.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    keys = Keys(tmp_path / "keys")
+    keys.ensure()
+    r = image.host_recipe(keys, etc=etc, env={}, ca_dir=cas)
+    paths = {f.path: f for f in r.files}
+    assert r.mirror == "http://mirror.example/debian"
+    assert "/etc/apt/sources.list.d/debian.sources" in paths
+    assert not any("disabled" in p for p in paths)
+    assert paths["/etc/apt/apt.conf.d/90mcclab-host"].content == 'Acquire::http::Proxy "http://p:1";\n'
+    assert f"{rc.CA_DIR}/corp.crt" in paths
+    assert paths["/etc/pip.conf"].content.strip().endswith(f"cert = {rc.SYSTEM_CA_BUNDLE}")
+    assert paths["/etc/sudoers.d/vagrant"].content == "vagrant ALL=(ALL) NOPASSWD:ALL\n"
+    assert paths["/etc/sudoers.d/vagrant"].mode == 0o440
+    assert paths["/home/vagrant/.ssh/authorized_keys"].content == \
+        keys.client.with_suffix(".pub").read_text()
+    assert r.debootstrap_argv("/t")[-3:] == ["bookworm", "/t", "http://mirror.example/debian"]
+    for pkg in ("linux-image-amd64", "grub-pc", "openssh-server", "sudo", "python3"):
+        assert pkg in r.debootstrap_argv("/t")[1]
+    # the digest names the cache entry: any change to what goes in changes it
+    other = image.host_recipe(keys, etc=etc, env={"PIP_INDEX_URL": "https://x/simple"},
+                              ca_dir=cas)
+    assert r.digest() == image.host_recipe(keys, etc=etc, env={}, ca_dir=cas).digest()
+    assert r.digest() != other.digest()
+
+
+def test_write_files_replaces_symlinks_and_sets_modes(tmp_path):
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "resolv.conf").symlink_to("/run/elsewhere")
+    image.write_files(tmp_path, [rc.GuestFile("/etc/resolv.conf", "nameserver 10.0.2.3\n"),
+                                 rc.GuestFile("/etc/sudoers.d/v", "x\n", 0o440)])
+    assert not (tmp_path / "etc" / "resolv.conf").is_symlink()
+    assert (tmp_path / "etc" / "resolv.conf").read_text() == "nameserver 10.0.2.3\n"
+    assert (tmp_path / "etc" / "sudoers.d" / "v").stat().st_mode & 0o777 == 0o440
+
+
+def test_disk_layout_puts_the_filesystem_at_the_partition(tmp_path):
+    assert "start=2048" in image.sfdisk_script()
+    argv = image.mkfs_argv(Path("/r"), Path("/d.raw"))
+    assert f"offset={rc.PART_OFFSET}" in argv and argv[-3:] == ["/r", "/d.raw", argv[-1]]
+    assert int(argv[-1]) * 4096 + rc.PART_OFFSET == rc.DISK_SIZE
+    assert "-L" in argv and rc.ROOT_LABEL in argv
+
+
+def test_leftover_mounts_sees_a_mount_below_a_folder():
+    assert image.leftover_mounts(Path("/proc")) == ["/proc"] or \
+        "/proc" in image.leftover_mounts(Path("/proc"))
+    assert image.leftover_mounts(Path("/nonexistent-mcclab")) == []
+
+
+# ------------------------------------------------------------------ guest
+
+
+RECAP = """
+TASK [base : Install base packages] ****
+ok: [localhost]
+TASK [python : Install mcclab editable into the venv] ****
+changed: [localhost]
+
+PLAY RECAP *********************************************************************
+localhost                  : ok=52   changed=3    unreachable=0    failed=0    skipped=9
+other                      : ok=1    changed=1    unreachable=0    failed=1    skipped=0
+"""
+
+
+def test_parse_recap_totals_over_hosts():
+    r = guest.parse_recap(RECAP)
+    assert r is not None
+    assert (r.ok, r.changed, r.unreachable, r.failed) == (53, 4, 0, 1)
+    assert not r.success
+    assert guest.parse_recap("ERROR! the playbook could not be found") is None
+    assert guest.changed_tasks(RECAP) == ["python : Install mcclab editable into the venv"]
+
+
+def test_playbook_is_invoked_as_vagrant_ansible_local_does():
+    cmd = guest.playbook()
+    assert cmd.startswith("cd /vagrant && sudo env ")  # sudo cannot run `cd`
+    assert "ANSIBLE_CONFIG=ansible/ansible.cfg" in cmd
+    assert "--inventory-file=ansible/inventory.ini" in cmd and "--limit=all" in cmd
+    assert '"mcclab_repo": "/vagrant"' in cmd and cmd.endswith("ansible/site.yml")
+    assert '"mcclab_optional_packages": []' in cmd
+    assert "mcclab_optional_packages" not in guest.playbook(optional_packages=True)
+
+
+def test_checks_cover_kernel_fidelity_multicast_and_the_quick_run():
+    checks = guest.checks(["--quick"])
+    fid, mcast, run = (c.argv for c in checks)
+    assert fid[1] == "bench/bench_links.py" and fid[4:6] == ["--backend", "kernel"]
+    assert "--design" in fid and fid[fid.index("--design") + 1] == "vm"
+    assert "tests/integration/test_multicast_routing.py" in mcast
+    assert run[-5:] == ["run", "default", "--profile", "quick", "--wait"]
+    assert all(c.command().startswith("cd /vagrant && sudo env ") for c in checks)
+
+
+# ------------------------------------------------------------------ comparison
+
+
+def result(group: str, disc: str = "droptail", udp: float = 3.2e6, red: list | None = None,
+           verdicts: dict | None = None) -> dict:
+    return {"setting": {"group": group, "rate": 3.2e6, "delay": 0.01, "loss": 0.0,
+                        "limit": 40, "disc": disc, "gentle": False},
+            "rtt": {"median": 20.3, "p99": 20.9}, "rtt_expected": 20.42, "udp_bps": udp,
+            "tcp_bps": 3.19e6, "tcp_applicable": True, "loss": {},
+            "queue": {"queue_at_drop": 40} if disc == "droptail" else {}, "red": red or [],
+            "verdicts": verdicts or {"udp rate ±2%": True, "rtt median": True}}
+
+
+def test_comparison_lines_up_the_two_backends_per_setting_and_quantity():
+    red = [{"target": 0.03, "drop_fraction": 0.031, "avg_queue_owd": 6.0, "curve_avg": 9.5}]
+    kernel = {"results": [result("rate", udp=3.0e6, verdicts={"udp rate ±2%": False}),
+                          result("red", "red", red=red)]}
+    user = {"results": [result("rate"), result("red", "red", red=[dict(red[0],
+                                                                       avg_queue_owd=9.4)])]}
+    rows = compare.comparison(kernel, user)
+    by = {(r[0].split(":")[0], r[1]): r for r in rows}
+    udp = by[("rate", "UDP rate (Mbit/s)")]
+    assert udp[3].ok is False and udp[3].text.startswith("3.000 (-6.2%)")
+    assert udp[4].ok is True
+    red_row = by[("red", "RED avg queue at f=0.03 (pkt)")]
+    assert red_row[2] == "9.5 ± 1.0" and red_row[3].ok is False and red_row[4].ok is True
+    text = compare.markdown(rows)
+    assert "| kernel (VM) | userspace (host) |" in text and "MISS" in text
+    assert compare.misses(kernel) == ["rate: 3.2 Mbit/s, 10 ms, 0%, 40 pkt droptail: udp rate ±2%"]
+
+
+def test_comparison_with_one_side_missing_shows_dashes():
+    rows = compare.comparison({"results": [result("rate")]}, None)
+    assert rows and all(r[4].text == "-" for r in rows)
