@@ -13,13 +13,13 @@ Prometheus adds the target labels ``run``, ``experiment``, ``node``, ``flow``,
 series carries at least :data:`COMMON_LABELS`. Series that belong to no flow
 (links, routers) carry ``flow="none"`` and ``protocol="none"``.
 
-**Pending metrics.** WEBRC, RLC, ORMCC and STAIR have no agent yet. Their
-dashboards are written against the gauges listed in :data:`PENDING_CORE_GAUGES`
-(and the runtime counters in :data:`PENDING_RUNTIME`): this is the contract a
-protocol core must honour when it lands. When a protocol is registered in
-``agents/runtime/registry.py``, move its entry from ``PENDING_CORE_GAUGES`` to
-:data:`CORE_GAUGES`; ``tests/unit/test_monitoring_contract.py`` fails until
-that is done and until the core really exports every gauge listed for it.
+**Pending metrics.** A protocol whose dashboards exist before its agent lists
+its gauges in :data:`PENDING_CORE_GAUGES` (and runtime counters it needs in
+:data:`PENDING_RUNTIME`): the contract its core must honour when it lands. When a
+protocol is registered in ``agents/runtime/registry.py``, its entry moves to
+:data:`CORE_GAUGES`; ``tests/unit/test_monitoring_contract.py`` fails until that
+is done and until the core really exports every gauge listed for it. All four
+papers' protocols (WEBRC, RLC, ORMCC, STAIR) are registered now.
 """
 
 from __future__ import annotations
