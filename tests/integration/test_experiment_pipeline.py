@@ -98,14 +98,17 @@ def test_default_experiment_short_version(tmp_path):
 
 
 def test_sigterm_mid_run_leaves_an_interrupted_record_and_nothing_running(tmp_path):
-    proc = subprocess.Popen(MCCLAB + ["run", "default", "--set", "duration=60s", "--set",
-                                      "warmup=2s", "--results", str(tmp_path), "--wait", "600"],
+    proc = subprocess.Popen(MCCLAB + ["run", "default", "--profile", "quick", "--set",
+                                      "duration=60s", "--set", "warmup=2s", "--results",
+                                      str(tmp_path), "--wait", "600"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     log = None
 
     def receiver_running_a_while():
         nonlocal log
+        if proc.poll() is not None:  # the run ended before we could interrupt it
+            raise AssertionError(proc.stdout.read().decode(errors="replace")[-3000:])
         runs = list((tmp_path / "default").glob("*/logs/webrc-receiver-d1.jsonl"))
         if not runs:
             return False
