@@ -21,7 +21,6 @@ Definitions (paper sec. 4.4, Table 1), over the measurement window:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ import pandas as pd
 
 from mcclab.analysis.metrics import in_window, jain_index, throughput, window_seconds
 from mcclab.analysis.results import Run
+from mcclab.experiment.tables import event_records
 from mcclab.model.units import parse_duration
 
 IP_UDP = 28  # bytes of IPv4 + UDP header per datagram
@@ -151,18 +151,7 @@ def table1_row(run: Run, capacity_bps: float, bottleneck: tuple[str, str] = ("n1
 
 def _log_records(run: Run, flow: str, role: str, node: str) -> list[dict]:
     """One agent's event-log records (lines cut by a kill are skipped)."""
-    log = run.path / "logs" / f"{flow}-{role}-{node}.jsonl"
-    if not log.exists():
-        return []
-    out = []
-    for line in log.read_text(errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    return event_records(run.path / "logs" / f"{flow}-{role}-{node}.jsonl")
 
 
 def clock_offset(run: Run, flow: str) -> float:

@@ -67,7 +67,7 @@ class Series:
         return value
 
 
-def _records(log: Path) -> list[dict]:
+def event_records(log: Path) -> list[dict]:
     """The JSON records of an agent's event log (lines cut by a kill are skipped)."""
     if not log.exists():
         return []
@@ -89,7 +89,7 @@ def agent_series(log: Path, flow: str, node: str) -> Series:
     carried in each stats record.
     """
     series = Series(flow, "multicast", node)
-    for rec in _records(log):
+    for rec in event_records(log):
         if rec.get("event") != "stats" or "total_rx_bytes" not in rec:
             continue
         series.add(rec["t"], rec["total_rx_bytes"], rec["total_rx_packets"],
@@ -110,7 +110,7 @@ def protocol_table(logs: list[tuple[Path, str, str, str]], t0: float, seconds: i
     """
     rows = []
     for log, flow, node, role in logs:
-        records = [(r["t"], r["core"]) for r in _records(log)
+        records = [(r["t"], r["core"]) for r in event_records(log)
                    if r.get("event") == "stats" and isinstance(r.get("core"), dict)]
         times = [t for t, _ in records]
         for k in range(1, seconds + 1):
