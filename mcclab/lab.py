@@ -7,7 +7,6 @@ path as crash cleanup, so the crash path is exercised on every normal run.
 
 from __future__ import annotations
 
-import fcntl
 import ipaddress
 import json
 import os
@@ -17,11 +16,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from mcclab.commands import Cmd
 from mcclab.execute import Runner
 from mcclab.features import KernelFeatures, probe
+from mcclab.lablock import LabLock
 from mcclab.links import LinkEmulation, link_problems, select_backend, start_links
 from mcclab.model.addressing import AddressPlan, plan_addresses
 from mcclab.model.topology import Topology
@@ -40,6 +39,7 @@ from mcclab.state import (
 )
 
 LOCK_NAME = ".lab.lock"
+QUEUE_NAME = ".lab.queue"
 
 Progress = Callable[[str, int, int], None]
 
@@ -132,7 +132,7 @@ class Lab:
         self.link_backend = "none"
         self.backend: MininetBackend | None = None
         self.links: LinkEmulation | None = None
-        self._lock_file: IO[str] | None = None
+        self._lock_holder: LabLock | None = None
 
     @property
     def mininet(self):  # noqa: ANN201 - mininet has no type hints
@@ -145,30 +145,20 @@ class Lab:
         return self.state.path
 
     def _lock(self) -> None:
-        """Take the machine-wide lab lock: node namespaces are named by node, so one lab
-        at a time. The kernel drops the lock if this process dies, even by SIGKILL."""
-        STATE_ROOT.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(STATE_ROOT / LOCK_NAME, "w")  # noqa: SIM115 - held until down()
-        deadline = time.monotonic() + self.options.lock_timeout
-        while True:
-            try:
-                fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if not _labs_with_live_owner():
-                    return
-                fcntl.flock(self._lock_file, fcntl.LOCK_UN)
-            except BlockingIOError:
-                pass
-            if time.monotonic() >= deadline:
-                self._unlock()
-                raise PreflightError("cannot start the lab: another mcclab lab is being "
-                                     "built or is up on this machine")
-            time.sleep(0.5)
+        """Take the machine-wide lab lock, first come first served: node namespaces are
+        named by node, so one lab at a time (see ``mcclab.lablock``)."""
+        self._lock_holder = LabLock(STATE_ROOT / LOCK_NAME, STATE_ROOT / QUEUE_NAME)
+        if not self._lock_holder.acquire(self.options.lock_timeout,
+                                         ready=lambda: not _labs_with_live_owner()):
+            self._lock_holder = None
+            raise PreflightError("cannot start the lab: another mcclab lab is being "
+                                 "built or is up on this machine")
 
     def _unlock(self) -> None:
         """Release the lab lock."""
-        if self._lock_file is not None:
-            self._lock_file.close()
-            self._lock_file = None
+        if self._lock_holder is not None:
+            self._lock_holder.release()
+            self._lock_holder = None
 
     def up(self) -> Lab:
         """Check, build, configure and wait for routing readiness."""

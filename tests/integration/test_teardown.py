@@ -79,8 +79,11 @@ def test_clean_after_sigkill_leaves_nothing_and_up_works_again(topologies):
     ip_link = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert "mcl" not in ip_link
     assert mcclab_processes() == []
-    # Only the machine-wide lock file may remain: no lab record, config or log.
-    assert [p.name for p in STATE_ROOT.glob("*")] in ([], [".lab.lock"])
+    # Only the machine-wide lock and its waiting queue may remain: no lab record,
+    # config or log, and no ticket of ours in the queue.
+    assert {p.name for p in STATE_ROOT.glob("*")} <= {".lab.lock", ".lab.queue"}
+    assert not [t for t in (STATE_ROOT / ".lab.queue").glob("*")
+                if t.name.endswith(f"-{proc.pid}")]
 
     # A second lab comes up normally and tears itself down on SIGTERM.
     proc, _ = start_up(topology)
