@@ -139,7 +139,7 @@ class WebrcReceiver(ReceiverCore):
         self.rx_total += 1
         if cn == self.base and self.base_join_at is not None:
             if self.params.base_mrtt_sample:
-                actions += self._mrtt(now, now - self.base_join_at, None)
+                actions += self._mrtt(now, now - self.base_join_at, None, cn, ext.psn)
             self.base_join_at = None
         actions += self._track_slot(now, ext.tsi)
         gap = 0
@@ -159,7 +159,7 @@ class WebrcReceiver(ReceiverCore):
             if self.startup:
                 self.check_from = self.next_epoch
             if pending.tries == 0:
-                actions += self._mrtt(now, now - pending.sent, pending.rate)
+                actions += self._mrtt(now, now - pending.sent, pending.rate, cn, ext.psn)
         if gap:
             actions += self._on_loss(now, gap)
         return actions
@@ -224,7 +224,10 @@ class WebrcReceiver(ReceiverCore):
         return [Log("startup_end", {"reason": reason, "trr": self.trr, "arr": self.arr,
                                     "lossp": self.lossp, "artt": self.current_artt()})]
 
-    def _mrtt(self, now: float, sample: float, rate: float | None) -> list[Action]:
+    def _mrtt(self, now: float, sample: float, rate: float | None, cn: int, psn: int
+              ) -> list[Action]:
+        # cn and psn of the first packet go to the log: with the sender's schedule they
+        # split the sample into join latency and the wait for the wave's next packet.
         actions: list[Action] = []
         if rate is not None:
             prev = self.prev_wave_mrtt
@@ -236,7 +239,8 @@ class WebrcReceiver(ReceiverCore):
             self.prev_wave_mrtt = sample
         self.mrtt_last = sample
         artt = self.artt.update(sample)
-        return [Log("mrtt", {"sample": sample, "artt": artt, "wave": rate is not None}),
+        return [Log("mrtt", {"sample": sample, "artt": artt, "wave": rate is not None,
+                             "cn": cn, "psn": psn}),
                 *actions]
 
     def on_timer(self, now: float, timer_id: str) -> list[Action]:
