@@ -1,6 +1,8 @@
 """WEBRC's analysis: receiver estimates (ARTT, LOSSP) from ``tables/protocol.csv``, the
-fraction of the packets crossing a bottleneck that reach each receiver (sec. 5.3), and
-figures in the paper's style (Figs. 4, 8-11: ARTT, LOSSP and throughput over time).
+fraction of the packets crossing a bottleneck that reach each receiver (sec. 5.3), the
+split of the MRTT samples into way down, join latency and wait for the wave's packet
+(:mod:`mcclab.analysis.webrc_mrtt`, from the agents' event logs), and figures in the
+paper's style (Figs. 4, 8-11: ARTT, LOSSP and throughput over time).
 
 Everything reads only the run folder (:class:`~mcclab.analysis.results.Run`).
 """
@@ -21,6 +23,8 @@ from mcclab.analysis.figures import STYLE, rate_scale, save  # noqa: E402
 from mcclab.analysis.plugins import figure, measure, sweep_figure  # noqa: E402
 from mcclab.analysis.results import Run  # noqa: E402
 from mcclab.analysis.sweep import Sweep  # noqa: E402
+from mcclab.analysis.webrc_mrtt import Sample, Schedule, decompose, samples  # noqa: E402
+from mcclab.experiment.tables import event_records  # noqa: E402
 
 
 def _window(run: Run) -> tuple[float, float]:
@@ -90,6 +94,69 @@ def shared_fraction(run: Run, flow: str, node: str, src: str, dst: str) -> float
     return float(got) / crossed if crossed > 0 else math.nan
 
 
+def _flow_extra(run: Run, flow: str) -> dict:
+    """The spec's fields of ``flow`` beyond name and type (params, start, ...)."""
+    for f in run.spec.flows:
+        if f.name == flow:
+            return dict(getattr(f, "model_extra", None) or {})
+    return {}
+
+
+def _records(run: Run, flow: str, role: str, node: str) -> list[dict]:
+    """One agent's event log."""
+    return event_records(run.path / "logs" / f"{flow}-{role}-{node}.jsonl")
+
+
+def _sender_start(run: Run, flow: str) -> tuple[float, float] | None:
+    """(the sender core's start on the agent clock, the agent clock at experiment time 0)."""
+    from mcclab.model.units import parse_duration
+
+    start = parse_duration(_flow_extra(run, flow).get("start") or "0s")
+    for log in sorted((run.path / "logs").glob(f"{flow}-sender-*.jsonl")):
+        for rec in event_records(log):
+            if rec.get("event") == "webrc_sender":
+                # The sender runs from its flow's start (plus interpreter start-up, a few
+                # hundred ms: good enough to cut a window of 100 s or more).
+                return float(rec["t"]), float(rec["t"]) - start
+    return None
+
+
+def mrtt_samples(run: Run, flow: str, node: str, window: bool = True) -> list[Sample]:
+    """A receiver's wave MRTT samples placed on the sender's schedule (those in the
+    measurement window unless ``window`` is false); [] without the logs."""
+    from agents.webrc.params import WebrcParams
+
+    found = _sender_start(run, flow)
+    if found is None:
+        return []
+    sender_t, clock0 = found
+    params = WebrcParams.model_validate(_flow_extra(run, flow).get("params") or {})
+    items = samples(_records(run, flow, "receiver", node), Schedule(params.model(), sender_t))
+    if not window:
+        return items
+    start, end = _window(run)
+    return [s for s in items if start < s.t_first - clock0 <= end]
+
+
+MRTT_PARTS = ("sample", "down", "join", "wait", "artt_lag", "join_low", "join_high",
+              "spacing")
+
+
+@measure("webrc.mrtt", unit="s")
+def mrtt(run: Run, flow: str, node: str, part: str = "sample") -> float:
+    """Mean of the MRTT samples in the window, or one part of it: ``down`` (first packet's
+    one-way time), ``join`` (join sent -> forwarding state, estimated), ``wait`` (half the
+    joined wave's packet spacing), ``artt_lag`` (ARTT minus the samples' mean),
+    ``join_low``/``join_high`` (the interval all samples allow a constant join latency),
+    ``spacing`` (the joined waves' packet spacing)."""
+    if part not in MRTT_PARTS:
+        raise ValueError(f"part must be one of {', '.join(MRTT_PARTS)}, not {part!r}")
+    d = decompose(mrtt_samples(run, flow, node))
+    return {"sample": d.mrtt, "down": d.down, "join": d.join, "wait": d.wait,
+            "artt_lag": d.artt_lag, "join_low": d.join_low, "join_high": d.join_high,
+            "spacing": d.spacing}[part]
+
+
 def receivers(run: Run, flow: str) -> list[str]:
     """The flow's receiving nodes as recorded."""
     ps = run.per_second
@@ -123,6 +190,43 @@ def timeline_figure(run: Run, folder: Path, flow: str = "webrc",
             ax.axvspan(0, start, color="#eeeeee", zorder=0)
             ax.legend(fontsize=8)
         return save(fig, folder, f"webrc-timeline-{flow}")
+
+
+@figure("webrc.mrtt")
+def mrtt_figure(run: Run, folder: Path, flow: str = "webrc") -> list[Path]:
+    """Each wave MRTT sample over time split into way down, join sent -> packet sent
+    (join latency + wait) and the joined wave's packet spacing, with the ARTT; one panel
+    per receiver, the measurement window shaded white."""
+    nodes = receivers(run, flow)
+    found = _sender_start(run, flow)
+    if not nodes or found is None:
+        return []
+    clock0 = found[1]
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(len(nodes), 1, figsize=(7, 2.6 * len(nodes) + 0.6),
+                                 sharex=True, squeeze=False)
+        for ax, node in zip(axes[:, 0], nodes, strict=True):
+            items = mrtt_samples(run, flow, node, window=False)
+            if not items:
+                continue
+            t = [s.t_first - clock0 for s in items]
+            ax.plot(t, [s.sample for s in items], ".", ms=3, label="MRTT sample")
+            ax.plot(t, [s.up_to_packet for s in items], ".", ms=3,
+                    label="join sent -> packet sent")
+            ax.plot(t, [s.down for s in items], ".", ms=3, label="packet's way down")
+            ax.plot(t, [min(s.spacing, 1.0) for s in items], "x", ms=3,
+                    label="wave packet spacing")
+            ax.plot(t, [s.artt for s in items], "-", lw=1, color="k", label="ARTT")
+            d = decompose(mrtt_samples(run, flow, node))
+            ax.set_title(f"{node}: window mean {d.mrtt:.3f} s = down {d.down:.3f} + join "
+                         f"{d.join:.3f} + wait {d.wait:.3f}; ARTT {d.artt:.3f}", fontsize=8)
+            ax.set_ylabel("s")
+            ax.set_ylim(0, max(0.6, 1.2 * max(s.sample for s in items[len(items) // 4:])))
+            start, _ = _window(run)
+            ax.axvspan(0, start, color="#eeeeee", zorder=0)
+            ax.legend(fontsize=7, ncol=3)
+        axes[-1, 0].set_xlabel("time (s)")
+        return save(fig, folder, f"webrc-mrtt-{flow}")
 
 
 def _path_of(values: dict) -> tuple[float, float] | None:

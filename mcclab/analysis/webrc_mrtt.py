@@ -1,0 +1,146 @@
+"""Where a WEBRC MRTT sample's time goes: join latency, wait for the wave's packet, way down.
+
+A sample (paper sec. 4.2) is ``t_first - t_join``: join sent until the first packet
+of the wave arrives. The sender's schedule is deterministic (the fluid model's
+discrete send times from the sender's start, ``agents.webrc.sender``), and the
+receiver logs the CN and PSN of that first packet, so for every sample we know
+when that packet, and the one before it on the wave, were due at the sender:
+
+* ``down = t_first - send(psn)``: the data's one-way time (links, the emulator, the
+  sender's own timer lateness);
+* ``up_to_packet = send(psn) - t_join``: join sent until the packet that was
+  forwarded left; the forwarding state (sec. 4.4's ``A_i``, join latency ``J``
+  here) was set up after packet ``psn - 1`` passed the first router and no later
+  than packet ``psn``, so ``send(psn-1) - t_join < J <= send(psn) - t_join``
+  (sender and first router coincide: footnote 6; the access link has no delay);
+* ``wait = send(psn) - (t_join + J)``, in ``[0, spacing)`` with ``spacing =
+  send(psn) - send(psn-1)``: the sec. 4.4 slack a discrete wave adds even to a
+  taut cycle ("a certain MRTT increase may be due to the interpacket spacing",
+  sec. 3.2). Joins are made at epoch boundaries, unrelated to the wave's packet
+  phase, so its expectation is half the spacing.
+
+The sample is exactly ``down + up_to_packet``. With ``J`` about constant, the
+per-sample bounds intersect to an interval for ``J``; the estimate used is
+``mean(up_to_packet) - mean(spacing)/2``.
+
+Everything here is pure: records in, numbers out (unit-tested without a lab).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from agents.webrc.model import PSN_MOD, WaveModel
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One wave MRTT sample, its first packet's schedule and the split."""
+
+    t_first: float  # agent clock (s)
+    sample: float  # MRTT (s)
+    cn: int
+    psn: int
+    artt: float  # ARTT after this sample
+    sent: float  # scheduled send time of the first packet (agent clock)
+    spacing: float  # since the wave's previous packet was due (inf for a wave's first)
+
+    @property
+    def t_join(self) -> float:
+        """When the join was sent."""
+        return self.t_first - self.sample
+
+    @property
+    def down(self) -> float:
+        """The first packet's one-way time, sender to receiver."""
+        return self.t_first - self.sent
+
+    @property
+    def up_to_packet(self) -> float:
+        """Join sent until the forwarded packet left the sender: join latency + wait."""
+        return self.sent - self.t_join
+
+
+class Schedule:
+    """The sender's send times, rebuilt from its start time and the model."""
+
+    def __init__(self, model: WaveModel, start: float):
+        self.model = model
+        self.start = start
+        self.offsets = model.wave_offsets()
+        self.k = len(self.offsets)
+        self.first_psn = (PSN_MOD - self.k) % PSN_MOD
+        self.cycle = model.t * model.tsd
+
+    def wave_send(self, cn: int, psn: int, before: float) -> tuple[float, float]:
+        """(scheduled send time, time since the previous packet of the wave) of the wave
+        packet ``psn`` on ``cn`` in the latest wave that sent it at or before ``before``."""
+        idx = (psn - self.first_psn) % PSN_MOD
+        if idx >= self.k:
+            raise ValueError(f"PSN {psn} is not a wave packet ({self.k} per wave)")
+        offset = float(self.offsets[idx])
+        first_wave = self.start + self.model.wave_start(cn, 0) * self.model.tsd
+        cycles = math.floor((before - first_wave - offset) / self.cycle)
+        sent = first_wave + cycles * self.cycle + offset
+        spacing = offset - float(self.offsets[idx - 1]) if idx > 0 else math.inf
+        return sent, spacing
+
+
+def samples(records: list[dict], schedule: Schedule) -> list[Sample]:
+    """The wave MRTT samples of a receiver's event log, each placed on the schedule
+    (records without CN/PSN, from runs before they were logged, are skipped)."""
+    out = []
+    for rec in records:
+        if rec.get("event") != "mrtt" or not rec.get("wave") or "psn" not in rec:
+            continue
+        t, cn, psn = float(rec["t"]), int(rec["cn"]), int(rec["psn"])
+        sent, spacing = schedule.wave_send(cn, psn, t)
+        out.append(Sample(t, float(rec["sample"]), cn, psn, float(rec["artt"]), sent, spacing))
+    return out
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """Means over a set of samples (seconds)."""
+
+    n: int
+    mrtt: float  # mean sample
+    down: float  # mean one-way data time of the first packets
+    up_to_packet: float  # mean join sent -> forwarded packet sent
+    wait: float  # expected wait for the wave's packet: mean spacing / 2
+    join: float  # join latency estimate: up_to_packet - wait
+    join_low: float  # the interval every sample allows for a constant join latency
+    join_high: float
+    artt: float  # mean ARTT after these samples
+    spacing: float  # mean spacing of the joined waves at the first packet
+
+    @property
+    def artt_lag(self) -> float:
+        """ARTT above the mean of its samples: the estimator not (yet) converged."""
+        return self.artt - self.mrtt
+
+
+def decompose(items: list[Sample]) -> Decomposition:
+    """Split the mean MRTT of ``items`` into way down, join latency and wait."""
+    finite = [s for s in items if math.isfinite(s.spacing)]
+    if not finite:
+        nan = math.nan
+        return Decomposition(0, nan, nan, nan, nan, nan, nan, nan, nan, nan)
+    up = np.array([s.up_to_packet for s in finite])
+    spacing = np.array([s.spacing for s in finite])
+    wait = float(spacing.mean() / 2)
+    return Decomposition(
+        n=len(finite),
+        mrtt=float(np.mean([s.sample for s in finite])),
+        down=float(np.mean([s.down for s in finite])),
+        up_to_packet=float(up.mean()),
+        wait=wait,
+        join=float(up.mean()) - wait,
+        join_low=float((up - spacing).max()),
+        join_high=float(up.min()),
+        artt=float(np.mean([s.artt for s in finite])),
+        spacing=float(spacing.mean()),
+    )

@@ -1,0 +1,108 @@
+"""The MRTT decomposition: sender schedule rebuilt from the model, samples split exactly."""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+from collections import defaultdict
+
+import pytest
+
+from agents.runtime.actions import Send, SetTimer
+from agents.webrc.params import WebrcParams
+from agents.webrc.sender import WebrcSender
+from mcclab.analysis.webrc_mrtt import Schedule, decompose, samples
+
+START = 1000.0
+
+
+def drive(core, duration, start):
+    """Every Send of the sender core with its (simulated) time."""
+    now, sends = start, []
+    actions = core.start(now)
+    while True:
+        sends += [(a, now) for a in actions if isinstance(a, Send)]
+        (timer,) = [a for a in actions if isinstance(a, SetTimer)]
+        if timer.at >= start + duration:
+            return sends
+        now = timer.at
+        actions = core.on_timer(now, timer.timer_id)
+
+
+@pytest.fixture(scope="module")
+def sent():
+    """Per wave channel: (send time, psn) in order, over a cycle and a half."""
+    params = WebrcParams(session_rate="1Mbit")
+    core = WebrcSender(params)
+    by_cn = defaultdict(list)
+    for action, t in drive(core, 1.5 * core.model.t * core.model.tsd, START):
+        if action.channel != core.model.base_channel:
+            by_cn[action.channel].append((t, action.ext.psn))
+    return params, dict(by_cn)
+
+
+def test_schedule_reproduces_every_send_time_and_spacing(sent):
+    params, by_cn = sent
+    schedule = Schedule(params.model(), START)
+    checked = 0
+    for cn, packets in by_cn.items():
+        for i, (t, psn) in enumerate(packets):
+            got, spacing = schedule.wave_send(cn, psn, t + 0.3)
+            assert got == pytest.approx(t, abs=1e-9)
+            if i and packets[i - 1][1] == psn - 1:  # the previous packet of the same wave
+                assert spacing == pytest.approx(t - packets[i - 1][0], abs=1e-9)
+            checked += 1
+    assert checked > 1000
+
+
+def synthetic_log(by_cn, join: float, down: float, seed: int = 1):
+    """MRTT records of joins at random times with a constant join latency and way down:
+    the first packet is the first one sent at or after join time + ``join``."""
+    rng = random.Random(seed)
+    records, truth = [], []
+    for cn, packets in sorted(by_cn.items()):
+        times = [t for t, _ in packets]
+        for _ in range(5):
+            t_join = rng.uniform(times[1], times[-2] - join)
+            i = bisect.bisect_left(times, t_join + join)
+            if i >= len(times):
+                continue
+            t_first = times[i] + down
+            records.append({"t": t_first, "event": "mrtt", "sample": t_first - t_join,
+                            "artt": 0.25, "wave": True, "cn": cn, "psn": packets[i][1]})
+            truth.append(times[i] - (t_join + join))  # the wait
+    records.append({"t": START + 1, "event": "mrtt", "sample": 0.9, "artt": 0.9,
+                    "wave": False, "cn": 99, "psn": 0})  # base channel: not a wave sample
+    return records, truth
+
+
+def test_samples_split_exactly_into_down_join_and_wait(sent):
+    params, by_cn = sent
+    records, waits = synthetic_log(by_cn, join=0.128, down=0.104)
+    items = samples(records, Schedule(params.model(), START))
+    assert len(items) == len(waits) > 50
+    for item, wait in zip(items, waits, strict=True):
+        assert item.down == pytest.approx(0.104, abs=1e-9)
+        assert item.up_to_packet == pytest.approx(0.128 + wait, abs=1e-9)
+        assert 0 <= wait < item.spacing
+    d = decompose(items)
+    assert d.mrtt == pytest.approx(d.down + d.up_to_packet, abs=1e-12)
+    assert d.join_low < 0.128 <= d.join_high + 1e-12  # the constant latency is bracketed
+    finite = [s.spacing for s in items if math.isfinite(s.spacing)]
+    assert d.n == len(finite) > 50  # a wave's first packet has no spacing: left out
+    assert d.wait == pytest.approx(sum(finite) / (2 * len(finite)))
+    # Random join phases: the half-spacing estimate of the wait is unbiased.
+    assert d.join == pytest.approx(0.128, abs=0.25 * d.spacing)
+    assert d.artt_lag == pytest.approx(0.25 - d.mrtt)
+
+
+def test_no_samples_gives_nan_not_zero():
+    d = decompose([])
+    assert d.n == 0 and math.isnan(d.mrtt) and math.isnan(d.join)
+
+
+def test_records_without_psn_are_skipped(sent):
+    params, _ = sent
+    old = [{"t": 5.0, "event": "mrtt", "sample": 0.3, "artt": 0.3, "wave": True}]
+    assert samples(old, Schedule(params.model(), START)) == []
