@@ -20,8 +20,12 @@ when that packet, and the one before it on the wave, were due at the sender:
   phase, so its expectation is half the spacing.
 
 The sample is exactly ``down + up_to_packet``. With ``J`` about constant, the
-per-sample bounds intersect to an interval for ``J``; the estimate used is
-``mean(up_to_packet) - mean(spacing)/2``.
+per-sample bounds intersect to an interval for ``J`` and its middle is the estimate
+(exact to a few ms in simulated time, where joins at epoch boundaries and packets are
+both on fixed grids, so the phase is not uniform); when the interval is empty (``J``
+varies: router and emulator jitter) the estimate is ``mean(up_to_packet) -
+mean(spacing)/2``. ``wait`` is then ``mean(up_to_packet) - join``, so that ``mrtt =
+down + join + wait`` holds exactly.
 
 Everything here is pure: records in, numbers out (unit-tested without a lab).
 """
@@ -110,8 +114,8 @@ class Decomposition:
     mrtt: float  # mean sample
     down: float  # mean one-way data time of the first packets
     up_to_packet: float  # mean join sent -> forwarded packet sent
-    wait: float  # expected wait for the wave's packet: mean spacing / 2
-    join: float  # join latency estimate: up_to_packet - wait
+    wait: float  # wait for the wave's packet: up_to_packet - join
+    join: float  # join latency estimate (see the module docstring)
     join_low: float  # the interval every sample allows for a constant join latency
     join_high: float
     artt: float  # mean ARTT after these samples
@@ -131,16 +135,17 @@ def decompose(items: list[Sample]) -> Decomposition:
         return Decomposition(0, nan, nan, nan, nan, nan, nan, nan, nan, nan)
     up = np.array([s.up_to_packet for s in finite])
     spacing = np.array([s.spacing for s in finite])
-    wait = float(spacing.mean() / 2)
+    low, high = float((up - spacing).max()), float(up.min())
+    join = (low + high) / 2 if low <= high else float(up.mean() - spacing.mean() / 2)
     return Decomposition(
         n=len(finite),
         mrtt=float(np.mean([s.sample for s in finite])),
         down=float(np.mean([s.down for s in finite])),
         up_to_packet=float(up.mean()),
-        wait=wait,
-        join=float(up.mean()) - wait,
-        join_low=float((up - spacing).max()),
-        join_high=float(up.min()),
+        wait=float(up.mean()) - join,
+        join=join,
+        join_low=low,
+        join_high=high,
         artt=float(np.mean([s.artt for s in finite])),
         spacing=float(spacing.mean()),
     )

@@ -89,12 +89,47 @@ def test_samples_split_exactly_into_down_join_and_wait(sent):
     d = decompose(items)
     assert d.mrtt == pytest.approx(d.down + d.up_to_packet, abs=1e-12)
     assert d.join_low < 0.128 <= d.join_high + 1e-12  # the constant latency is bracketed
-    finite = [s.spacing for s in items if math.isfinite(s.spacing)]
+    finite = [s for s in items if math.isfinite(s.spacing)]
     assert d.n == len(finite) > 50  # a wave's first packet has no spacing: left out
-    assert d.wait == pytest.approx(sum(finite) / (2 * len(finite)))
-    # Random join phases: the half-spacing estimate of the wait is unbiased.
-    assert d.join == pytest.approx(0.128, abs=0.25 * d.spacing)
+    assert d.mrtt == pytest.approx(d.down + d.join + d.wait, abs=1e-12)
+    assert d.join == pytest.approx(0.128, abs=0.005)  # the middle of a narrow interval
+    true_wait = [w for s, w in zip(items, waits, strict=True) if math.isfinite(s.spacing)]
+    assert d.wait == pytest.approx(sum(true_wait) / len(true_wait), abs=0.005)
     assert d.artt_lag == pytest.approx(0.25 - d.mrtt)
+
+
+def test_varying_join_latency_falls_back_to_half_the_spacing(sent):
+    params, by_cn = sent
+    a, _ = synthetic_log(by_cn, join=0.10, down=0.1, seed=2)
+    b, _ = synthetic_log(by_cn, join=0.20, down=0.1, seed=3)
+    d = decompose(samples(a[:-1] + b, Schedule(params.model(), START)))
+    assert d.join_low > d.join_high  # no single latency fits every sample
+    assert d.wait == pytest.approx(d.spacing / 2)
+    assert d.join == pytest.approx(0.15, abs=0.25 * d.spacing)
+
+
+def test_simulated_section_5_1_1_the_wave_spacing_adds_to_every_sample():
+    # Sec. 5.1.1 in simulated time, no router: join 0.1 s up, data 0.1 s down, 1% loss.
+    # The split must recover both halves, and the rest is the wait for the joined
+    # wave's next packet: at the paper's parameters that wave carries about ARR/3, so
+    # the wait is tens of ms on a path whose RTT is 0.2 s.
+    from agents.sim import Link, simulate
+    from tests.unit.test_webrc_receiver import session
+
+    res = simulate(session({"session_rate": "1Mbit"}), duration=300.0,
+                   links=Link(delay=0.1, loss=0.01, join_delay=0.1), starts={"r": 7.0},
+                   seed=1)
+    start = res.sender.records("webrc_sender")[0]["t"]
+    items = [s for s in samples(res.receivers["r"].records(),
+                                Schedule(WebrcParams(session_rate="1Mbit").model(), start))
+             if s.t_first > 150]
+    d = decompose(items)
+    assert d.n >= 10
+    assert d.down == pytest.approx(0.1, abs=1e-6)
+    assert d.join_low < 0.1 <= d.join_high + 1e-9
+    assert d.join == pytest.approx(0.1, abs=0.015)
+    assert 0.02 <= d.wait <= 0.06 and d.wait <= d.spacing
+    assert d.mrtt == pytest.approx(0.2 + d.wait, abs=0.015)
 
 
 def test_no_samples_gives_nan_not_zero():
