@@ -12,7 +12,7 @@ import pytest
 from agents.runtime.actions import Send, SetTimer
 from agents.webrc.params import WebrcParams
 from agents.webrc.sender import WebrcSender
-from mcclab.analysis.webrc_mrtt import Schedule, decompose, samples
+from mcclab.analysis.webrc_mrtt import Schedule, decompose, expected_mrtt, samples
 
 START = 1000.0
 
@@ -130,6 +130,21 @@ def test_simulated_section_5_1_1_the_wave_spacing_adds_to_every_sample():
     assert d.join == pytest.approx(0.1, abs=0.015)
     assert 0.02 <= d.wait <= 0.06 and d.wait <= d.spacing
     assert d.mrtt == pytest.approx(0.2 + d.wait, abs=0.015)
+    # ... and the fixed point of that wait against REQN predicts the mean sample.
+    assert d.mrtt == pytest.approx(expected_mrtt(0.2, res.receivers["r"].agent.core.lossp),
+                                   rel=0.06)
+
+
+def test_expected_mrtt_fixed_point():
+    # Eq. 6 at LOSSP 0.0089 (Eq. 8 at 1%): K = REQN * ARTT = 12.02 packets.
+    k = 1.5 ** 0.5 / (0.0089 ** 0.5 * (1 + 9 * 0.0089 * (1 + 32 * 0.0089 ** 2)))
+    assert k == pytest.approx(12.02, abs=0.01)
+    m = expected_mrtt(0.2, 0.0089)
+    assert m == pytest.approx(0.2 / (1 - 2 / k))
+    assert m == pytest.approx(0.240, abs=0.001)
+    # self-consistent: half the spacing of a wave at (1 - P) REQN(m), added to r0, is m
+    assert 0.2 + 1 / (2 * 0.25 * k / m) == pytest.approx(m)
+    assert expected_mrtt(0.2, 0.3) == math.inf  # K below 2: no finite fixed point
 
 
 def test_no_samples_gives_nan_not_zero():

@@ -23,7 +23,13 @@ from mcclab.analysis.figures import STYLE, rate_scale, save  # noqa: E402
 from mcclab.analysis.plugins import figure, measure, sweep_figure  # noqa: E402
 from mcclab.analysis.results import Run  # noqa: E402
 from mcclab.analysis.sweep import Sweep  # noqa: E402
-from mcclab.analysis.webrc_mrtt import Sample, Schedule, decompose, samples  # noqa: E402
+from mcclab.analysis.webrc_mrtt import (  # noqa: E402
+    Sample,
+    Schedule,
+    decompose,
+    expected_mrtt,
+    samples,
+)
 from mcclab.experiment.tables import event_records  # noqa: E402
 
 
@@ -139,7 +145,7 @@ def mrtt_samples(run: Run, flow: str, node: str, window: bool = True) -> list[Sa
 
 
 MRTT_PARTS = ("sample", "down", "join", "wait", "artt_lag", "join_low", "join_high",
-              "spacing")
+              "spacing", "expected")
 
 
 @measure("webrc.mrtt", unit="s")
@@ -148,10 +154,17 @@ def mrtt(run: Run, flow: str, node: str, part: str = "sample") -> float:
     one-way time), ``join`` (join sent -> forwarding state, estimated), ``wait`` (half the
     joined wave's packet spacing), ``artt_lag`` (ARTT minus the samples' mean),
     ``join_low``/``join_high`` (the interval all samples allow a constant join latency),
-    ``spacing`` (the joined waves' packet spacing)."""
+    ``spacing`` (the joined waves' packet spacing), ``expected`` (the mean sample the
+    wait's fixed point predicts from the measured down + join and the window's LOSSP,
+    :func:`~mcclab.analysis.webrc_mrtt.expected_mrtt`)."""
     if part not in MRTT_PARTS:
         raise ValueError(f"part must be one of {', '.join(MRTT_PARTS)}, not {part!r}")
     d = decompose(mrtt_samples(run, flow, node))
+    if part == "expected":
+        from agents.webrc.params import WebrcParams
+
+        p = WebrcParams.model_validate(_flow_extra(run, flow).get("params") or {}).p
+        return expected_mrtt(d.down + d.join, window_mean(run, "lossp", flow, node), p)
     return {"sample": d.mrtt, "down": d.down, "join": d.join, "wait": d.wait,
             "artt_lag": d.artt_lag, "join_low": d.join_low, "join_high": d.join_high,
             "spacing": d.spacing}[part]
