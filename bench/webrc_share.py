@@ -92,6 +92,10 @@ def main() -> None:
     tcp = flows[args.tcp]
     mss = parse_size(tcp.get("mss", "1448B"))
     tcp_start = parse_duration(tcp.get("start", "0s"))
+    record = json.loads((args.run / "run.json").read_text())
+    starts = (record.get("iperf_test_starts_s") or {}).get(args.tcp)
+    if starts:  # where the test really began (runs since the runner records it)
+        tcp_start = float(starts[0])
     text = "".join(p.read_text(errors="replace")
                    for p in sorted((args.run / "logs").glob(f"{args.tcp}-client-*.txt")))
     rows = [(tcp_start + e, r, x, c) for e, r, x, c in iperf_rows(text)]
