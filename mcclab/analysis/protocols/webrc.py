@@ -209,8 +209,8 @@ def timeline_figure(run: Run, folder: Path, flow: str = "webrc",
 def mrtt_figure(run: Run, folder: Path, flow: str = "webrc") -> list[Path]:
     """Each wave MRTT sample over time split into way down, join sent -> packet sent
     (join latency + wait) and the joined wave's packet spacing, with the ARTT; one panel
-    per receiver, the measurement window shaded white."""
-    nodes = receivers(run, flow)
+    per receiver (the first four), the measurement window shaded white."""
+    nodes = receivers(run, flow)[:4]
     found = _sender_start(run, flow)
     if not nodes or found is None:
         return []
