@@ -36,6 +36,11 @@ point ``R0 / (1 - 1 / (2 (1 - P) K))`` (:func:`expected_mrtt`): at 1% loss (LOSS
 0.0089, ``K`` = 12.0) and P = 0.75 that is 1.20 * R0, 0.240 s on the 0.2 s path of
 sec. 5.1.1, however fast the network.
 
+With several receivers the first router is not always where the join takes effect
+(sec. 4.4's ``N_i`` may be a router further down, already fed by another receiver's
+join): then the first packet can leave the sender before the join is sent, ``join``
+comes out negative and only ``sample``, ``down`` and ``wait`` keep their meaning.
+
 Everything here is pure: records in, numbers out (unit-tested without a lab).
 """
 
