@@ -136,6 +136,18 @@ def test_dilation_uses_the_largest_receiver_at_each_moment():
     assert table["link"].to_numpy() == pytest.approx([1.0] * 10, rel=0.01)
 
 
+def test_static_basis_leaves_the_stair_layers_out():
+    # r1 holds CL_0 + SL_16 (1 unit + 1 packet per 16 ms = 1 unit); r2 holds CL_0 + NCL_0
+    # (2 units). Union CL_0 + NCL_0 + SL_16 = 3 units over a largest of 2: 1.5; the
+    # static layers alone: 2 units over 2 units.
+    sl16 = LAYOUT.channel(2, 0)
+    logs = {"r1": receiver_log([(0, T0, T0 + 20), (sl16, T0, T0 + 20)]),
+            "r2": receiver_log([(0, T0, T0 + 20), (LAYOUT.channel(1, 0), T0, T0 + 20)])}
+    table = stair.dilation_table(link_intervals_at(3 * BASE, 10), logs, LAYOUT, ORIGIN)
+    assert table["demanded"].to_numpy() == pytest.approx([1.5] * 10, rel=0.01)
+    assert table["static"].to_numpy() == pytest.approx([1.0] * 10, rel=0.01)
+
+
 def test_link_basis_counts_what_the_routers_forwarded_after_leaves():
     # the link carried 5 units (a 4-unit union plus groups not yet pruned)
     table = stair.dilation_table(link_intervals_at(5 * BASE, 10), alternating(10),

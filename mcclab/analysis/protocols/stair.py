@@ -128,9 +128,10 @@ def dilation_table(links: pd.DataFrame, receivers: dict[str, list[dict]], layout
     rate of every group some downstream receiver was receiving: Def. 4's ``C_l`` from
     the subscriptions, without the routers' leave latency), ``largest`` (the largest
     receiver's rate, ``M_l``), all interval means in bit/s on the same clock; and the
-    two dilations ``link = carried / largest`` and ``demanded = union / largest``.
+    dilations ``link = carried / largest``, ``demanded = union / largest`` and
+    ``static``, the same over the CLs and NCLs alone (Lemma 4's setting).
     """
-    cols = ["carried", "union", "largest", "link", "demanded"]
+    cols = ["carried", "union", "largest", "link", "demanded", "static"]
     if links.empty or not receivers:
         return pd.DataFrame(columns=cols)
     grid = np.arange(float(links["start"].iloc[0]), float(links["end"].iloc[-1]), step)
@@ -140,19 +141,25 @@ def dilation_table(links: pd.DataFrame, receivers: dict[str, list[dict]], layout
             for recs in receivers.values()]
     largest = np.max([(h * rates).sum(axis=0) for h in held], axis=0)
     union = (np.any(held, axis=0) * rates).sum(axis=0)
+    fixed = np.array([layout.layer(ch)[0] != SL for ch in range(layout.channels)])
+    s_largest = np.max([(h[fixed] * rates[fixed]).sum(axis=0) for h in held], axis=0)
+    s_union = (np.any(held, axis=0)[fixed] * rates[fixed]).sum(axis=0)
     which = np.searchsorted(links["end"].to_numpy(), grid, side="left")
     rows = {}
     for k, row in links.iterrows():
         inside = (which == k) & (grid > row["start"])
         if not inside.any():
             continue
-        m = float(largest[inside].mean())
         rows[int(row["t"])] = {"carried": row["payload_bps"], "union": float(union[inside].mean()),
-                               "largest": m}
-    table = pd.DataFrame.from_dict(rows, orient="index", columns=cols[:3]).sort_index()
-    table = table[table["largest"] > 0]
+                               "largest": float(largest[inside].mean()),
+                               "s_union": float(s_union[inside].mean()),
+                               "s_largest": float(s_largest[inside].mean())}
+    table = pd.DataFrame.from_dict(
+        rows, orient="index", columns=[*cols[:3], "s_union", "s_largest"]).sort_index()
+    table = table[(table["largest"] > 0) & (table["s_largest"] > 0)]
     table["link"] = table["carried"] / table["largest"]
     table["demanded"] = table["union"] / table["largest"]
+    table["static"] = table.pop("s_union") / table.pop("s_largest")
     return table
 
 
@@ -182,7 +189,7 @@ def _load(run: Run, flow: str, src: str, dst: str, nodes: list[str]) -> pd.DataF
         links = link_intervals(run.path / "tables" / "links.csv", src, dst)
         if layout is None or not start:
             _CACHE[key] = pd.DataFrame(columns=["carried", "union", "largest", "link",
-                                                "demanded"])
+                                                "demanded", "static"])
         else:
             _CACHE[key] = dilation_table(links, receivers, layout, start[0])
     return _CACHE[key]
@@ -195,9 +202,10 @@ def dilation_series(run: Run, flow: str, src: str, dst: str, nodes: list[str],
                     basis: str = "link") -> pd.Series:
     """Def. 4 per second over the run's window: ``basis="link"`` is what ``src -> dst``
     carried over the largest downstream reception rate, ``"demanded"`` the union of the
-    receivers' groups over the same (no router leave latency)."""
-    if basis not in ("link", "demanded"):
-        raise ValueError(f"basis must be 'link' or 'demanded', not {basis!r}")
+    receivers' groups over the same (no router leave latency), ``"static"`` the same
+    without stair layers (the CLs and NCLs Lemma 4 bounds)."""
+    if basis not in ("link", "demanded", "static"):
+        raise ValueError(f"basis must be 'link', 'demanded' or 'static', not {basis!r}")
     table = _load(run, flow, src, dst, nodes)
     lo, hi = run.window
     table = table[(table.index > lo) & (table.index <= hi)]
@@ -323,12 +331,15 @@ def dilation_figure(run: Run, folder: Path, flow: str, src: str, dst: str, nodes
     from the receivers' subscriptions), with the worst-case bound."""
     link = dilation_series(run, flow, src, dst, nodes, "link")
     demanded = dilation_series(run, flow, src, dst, nodes, "demanded")
+    static = dilation_series(run, flow, src, dst, nodes, "static")
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(7, 2.8))
         ax.plot(link.index, link.values, color="#2c3e50", lw=1.0,
                 label=f"{src}-{dst}, link counters")
         ax.plot(demanded.index, demanded.values, color="#8e44ad", lw=0.9, ls=":",
                 label="receivers' groups (no leave latency)")
+        ax.plot(static.index, static.values, color="#27ae60", lw=0.8, ls="--",
+                label="CLs and NCLs only")
         ax.axhline(bound, color="#c0392b", ls="--", lw=0.9, label=f"bound {bound:g} (Lemma 4)")
         ax.axhline(1.0, color="#7f8c8d", lw=0.6)
         top = max([bound, *(float(s.max()) for s in (link, demanded) if len(s))])
