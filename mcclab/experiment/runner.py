@@ -76,6 +76,7 @@ class RunState:
     elapsed: float = 0.0
     running: dict[int, TrackedProcess] = field(default_factory=dict)
     link_rows: list[dict[str, Any]] = field(default_factory=list)
+    spawned: dict[int, float] = field(default_factory=dict)  # launch index -> monotonic time
 
 
 def new_run_dir(results: Path, experiment: str) -> Path:
@@ -182,11 +183,21 @@ def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
     proc = spawn(lab.state, Cmd(launch.argv, netns_name(launch.node)), out,
                  f"flow {launch.flow} {launch.role} {launch.node}")
     st.running[index] = proc
+    st.spawned[index] = time.monotonic()
     if launch.role == "server":
         wait_for(lambda: "Server listening" in out.read_text(errors="replace")
                  or not proc.alive(), 10.0, f"iperf3 server of {launch.flow}")
         if not proc.alive():
             raise RuntimeError(f"iperf3 server of {launch.flow} exited: {out.read_text()[-500:]}")
+
+
+def client_starts(launches: list[Launch], flow: str, t0: float, spawned: dict[int, float]
+                  ) -> list[float]:
+    """When each iperf3 client of ``flow`` really started, in launch order: its spawn time
+    (the runner starts servers, agents and clients one after the other, so on a loaded
+    machine a client can start seconds after its scheduled time), else the schedule."""
+    return [spawned.get(i, t0 + launch.start) for i, launch in enumerate(launches)
+            if launch.flow == flow and launch.role == "client"]
 
 
 def _sample_links(lab: Lab, st: RunState, t: int) -> None:
@@ -329,8 +340,7 @@ def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
                 if launch.flow == flow.name and launch.role == "receiver":
                     series.append(tables.agent_series(Path(launch.log), flow.name, launch.node))
             continue
-        starts = [st.t0 + launch.start for launch in lp.launches
-                  if launch.flow == flow.name and launch.role == "client"]
+        starts = client_starts(lp.launches, flow.name, st.t0, st.spawned)
         server = next(launch for launch in lp.launches
                       if launch.flow == flow.name and launch.role == "server")
         series.append(tables.iperf_series(Path(server.log), flow.name, flow.type, server.node,
