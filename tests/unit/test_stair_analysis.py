@@ -228,3 +228,8 @@ def test_joined_stair_layer_from_gauges(tmp_path):
                "name": "stair_layer", "value": 1 if t < 20 else 2} for t in SECONDS]
     pd.DataFrame(gauges).to_csv(folder / "tables" / "protocol.csv", index=False)
     assert stair.joined_stair(load_run(folder), "stair", "s1") == 2  # most of (10, 60]
+    rtts = [{"t": t, "flow": "stair", "node": "s1", "role": "receiver", "name": "rtt_ms",
+             "value": 0.0 if t < 3 else (30.0 if t <= 10 else 44.0)} for t in SECONDS]
+    pd.DataFrame(gauges + rtts).to_csv(folder / "tables" / "protocol.csv", index=False)
+    assert stair.measured_rtt(load_run(folder), "stair", "s1") == pytest.approx(0.044)
+    assert math.isnan(stair.measured_rtt(load_run(folder), "stair", "s2"))

@@ -367,12 +367,24 @@ def joined_stair(run: Run, flow: str, node: str) -> int | None:
     return int(rows["value"].mode().iloc[0]) if len(rows) else None
 
 
+def measured_rtt(run: Run, flow: str, node: str) -> float:
+    """A receiver's mean RTT estimate over the window in seconds (its ``rtt_ms`` gauge;
+    nan without one): the RTT its TCP flows saw too, queueing included."""
+    table = run.protocol
+    rows = table[(table["flow"] == flow) & (table["node"] == node)
+                 & (table["name"] == "rtt_ms") & (table["t"] > run.window[0])
+                 & (table["value"] > 0)]
+    return float(rows["value"].mean()) / 1e3 if len(rows) else math.nan
+
+
 @sweep_figure("stair.fig10")
 def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[str],
           fixed_one_way: str = "4ms", stair_base: str = "16ms", stair_layers: int = 5,
           name: str = "stair-fig10") -> list[Path]:
     """Fig. 10: STAIR's and TCP's mean throughput against the RTT, and the expected STAIR
-    throughput, TCP's x RTT / the stair layer's RTT (simple option)."""
+    throughput, TCP's x RTT / the stair layer's RTT (simple option): for the path's RTT
+    and the layer it selects, for the layer joined, and for the RTT measured (queueing
+    included, as TCP sees it) and the layer joined."""
     rtts = stair_rtts(parse_duration(stair_base), stair_layers)
     points = []
     for p in sweep.points:
@@ -384,9 +396,11 @@ def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[
         tcp_mean = sum(_throughput(p.run, f) for f in tcp) / len(tcp) if tcp else math.nan
         (layer,) = select_simple(rtt, rtts)
         joined = joined_stair(p.run, flow, node)
+        seen = measured_rtt(p.run, flow, node)
         points.append((rtt, _throughput(p.run, flow, node), tcp_mean,
                        tcp_mean * rtt / rtts[layer],
-                       tcp_mean * rtt / rtts[joined] if joined is not None else math.nan))
+                       tcp_mean * rtt / rtts[joined] if joined is not None else math.nan,
+                       tcp_mean * seen / rtts[joined] if joined is not None else math.nan))
     points.sort()
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(6, 3.2))
@@ -400,6 +414,8 @@ def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[
                     label="expected STAIR (TCP x RTT / stair RTT)")
             ax.plot(x, [p[4] / scale for p in points], ":", color="#8e44ad",
                     label="same, with the stair layer the receiver joined")
+            ax.plot(x, [p[5] / scale for p in points], "-.", color="#27ae60",
+                    label="same, with the RTT the receiver measured")
             ax.set_ylabel(f"throughput ({unit})")
             ax.legend(fontsize=8)
         ax.set_xlabel("RTT (ms)")
