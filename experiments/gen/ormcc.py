@@ -26,7 +26,7 @@ FIG4_SIZES = (8, 16, 24)
 # Linux has 32 multicast vifs per namespace and PIM takes one for pimreg
 # (mcclab/routing/limits.py): a router can route multicast on 31 interfaces.
 # With the unicast sources on one LAN, r0 has n + 2 of them, so n <= 29.
-SOURCE_LAN = ("  - {endpoints: [r0, slan], rate: 100Mbit, delay: 10ms, "
+SOURCE_LAN = ("  - {endpoints: [r0, lan1], rate: 100Mbit, delay: 10ms, "
               "queue: {limit: 1000pkt, discipline: droptail}}")
 
 
@@ -57,20 +57,20 @@ def star_subset(n: int) -> str:
     def keep(node: str) -> bool:
         m = re.fullmatch(r"[sh](\d+)", node)
         return not m or int(m.group(1)) <= n
-    sources = "\n".join(f"  - {{endpoints: [slan, s{i}]}}" for i in range(1, n + 1))
+    sources = "\n".join(f"  - {{endpoints: [lan1, s{i}]}}" for i in range(1, n + 1))
     text = subset(
         f"ormcc-fig3-n{n}", keep,
         f"# ormcc-fig3.yaml with only s1..s{n} and h1..h{n}; the unicast sources share\n"
-        "# one LAN (slan) whose link to r0 has the source links' 100 Mbit/s and 10 ms\n"
+        "# one LAN (lan1) whose link to r0 has the source links' 100 Mbit/s and 10 ms\n"
         "# (1000-packet queue: never congested), so r0 has n + 2 interfaces, within\n"
         "# the kernel's 31 usable multicast vifs (64 separate source links are not).\n"
         "# Base RTT s<i> - h<i> stays 2 x (10 + 40) ms = 100 ms.\n",
-        extra_nodes="  slan: {kind: lan}       # LAN of the unicast sources (lab choice)",
+        extra_nodes="  lan1: {kind: lan}       # LAN of the unicast sources (lab choice)",
         extra_links=SOURCE_LAN + "\n" + sources,
         drop_link=lambda line: re.search(r"endpoints: \[s\d+, r0\]", line) is not None)
     return text.replace("description: >-\n  Star around router r0",
                         f"description: >-\n  ormcc-fig3 with {n} leaves instead of 64, sources on"
-                        " LAN slan. Star around router r0")
+                        " LAN lan1. Star around router r0")
 
 
 def fig7_subset(n: int = 8) -> str:
