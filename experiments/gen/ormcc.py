@@ -100,8 +100,9 @@ def fig10_subset(n: int = 8) -> str:
     text = text.replace("name: ormcc-fig10\n", f"name: ormcc-fig10-n{n}\n")
     text = text.replace("  leaves: 36\n", f"  leaves: {n}\n")
     text = text.replace("36-leaf star:", f"{n}-leaf star (of the paper's 36):")
-    return HEADER + (f"# ormcc-fig10.yaml with {n} leaves: 37 interfaces on r0 exceed the kernel's\n"
-                     "# 31 usable multicast vifs, and 36 leaves' agents exceed 2 cores.\n") + text
+    note = (f"# ormcc-fig10.yaml with {n} leaves: 37 interfaces on r0 exceed the kernel's\n"
+            "# 31 usable multicast vifs, and 36 leaves' agents exceed 2 cores.\n")
+    return HEADER + note + text
 
 
 def fig4(n: int, quick_duration: int = 120) -> str:
