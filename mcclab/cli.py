@@ -366,3 +366,7 @@ def clean() -> None:
 def main() -> None:
     """Entry point for `python -m mcclab`."""
     app()
+
+
+if __name__ == "__main__":  # `python -m mcclab.cli` behaves like `python -m mcclab`
+    main()
