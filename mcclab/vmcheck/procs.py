@@ -13,6 +13,19 @@ from pathlib import Path
 from typing import IO
 
 
+def priority_prefix(nice: int = 0, idle: bool = False) -> list[str]:
+    """Commands that start the rest of an argv at a lower CPU priority (inherited by children).
+
+    ``idle``: SCHED_IDLE (``chrt --idle 0``), CPU time only when nothing else on
+    the host wants it, for sharing the host with latency-sensitive work such as
+    another lab's userspace link emulator. ``nice``: a niceness (0 = normal).
+    """
+    if not 0 <= nice <= 19:
+        raise ValueError(f"nice must be 0..19, not {nice}")
+    argv = ["chrt", "--idle", "0"] if idle else []
+    return argv + (["nice", "-n", str(nice)] if nice else [])
+
+
 class CommandFailed(RuntimeError):
     """A step's command exited non-zero or timed out."""
 
