@@ -40,14 +40,17 @@ def run_logged(argv: list[str], log: Path, timeout: float,
     """Run ``argv`` (own session), append its output to ``log``, return (status, output).
 
     ``stdout_to`` takes stdout instead of the log (for tar streams); stderr
-    always goes to the log. On timeout or Ctrl-C the process group gets SIGINT,
-    then SIGKILL; a timeout returns status 124, an interrupt re-raises.
+    always goes to the log. Each logged line starts with the seconds since the
+    command started (per-task timings of a playbook run); the returned output
+    is unchanged. On timeout or Ctrl-C the process group gets SIGINT, then
+    SIGKILL; a timeout returns status 124, an interrupt re-raises.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     chunks: list[str] = []
     with log.open("a") as out:
         out.write(f"\n$ {' '.join(argv)}\n")
         out.flush()
+        started = time.monotonic()
         proc = subprocess.Popen(argv, stdin=stdin,
                                 stdout=stdout_to if stdout_to is not None else subprocess.PIPE,
                                 stderr=subprocess.STDOUT if stdout_to is None else subprocess.PIPE,
@@ -61,7 +64,7 @@ def run_logged(argv: list[str], log: Path, timeout: float,
             for raw in iter(stream.readline, b""):
                 line = raw.decode(errors="replace")
                 chunks.append(line)
-                out.write(line)
+                out.write(f"[{time.monotonic() - started:7.1f} s] {line}")
                 out.flush()
                 if status and line.strip():
                     status(line.strip())

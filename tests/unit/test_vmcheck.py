@@ -473,3 +473,13 @@ def test_playbook_runs_with_pipelining_and_the_wheelhouse_is_unpacked_as_root():
     cmd = guest.unpack_wheelhouse()
     assert f"sudo tar -x --no-same-owner -C {wheels.GUEST_WHEELHOUSE}" in cmd
     assert cmd.startswith(f"sudo rm -rf {wheels.GUEST_WHEELHOUSE}")
+
+
+def test_run_logged_returns_the_output_and_timestamps_the_log(tmp_path):
+    from mcclab.vmcheck.procs import run_logged
+    log = tmp_path / "x.log"
+    rc_, out = run_logged(["sh", "-c", "echo PLAY RECAP; echo ok=1"], log, 30)
+    assert rc_ == 0 and out == "PLAY RECAP\nok=1\n"
+    lines = log.read_text().splitlines()
+    assert lines[-2].endswith("] PLAY RECAP") and lines[-2].startswith("[")
+    assert float(lines[-1][1:].split(" s]")[0]) >= 0
