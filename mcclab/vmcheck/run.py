@@ -26,6 +26,7 @@ from mcclab.vmcheck.qemu import Qemu, VmSpec, free_port, kill_group, overlay_arg
 from mcclab.vmcheck.ssh import Keys, SshTimeout, ssh_argv, wait_for_ssh
 
 REPO = Path(__file__).resolve().parents[2]
+LINKEMU = REPO / "linkemu" / "mcclab-linkemu"
 console = Console()
 HOST_TOOLS = ("qemu-system-x86_64", "qemu-img", "debootstrap", "sfdisk", "mkfs.ext4", "chroot",
               "unshare", "ssh", "ssh-keygen", "git", "tar", "nice", "chrt")
@@ -458,6 +459,11 @@ def run(opts: Options) -> int:
     if missing:
         console.print(f"[red]missing host tools:[/red] {', '.join(missing)} — apt-get install "
                       "qemu-system-x86 qemu-utils debootstrap fdisk openssh-client")
+        return 2
+    if opts.host_fidelity and not LINKEMU.exists():
+        # Found out only when the host measurement starts (after the image build) otherwise.
+        console.print(f"[red]{LINKEMU} is missing[/red] (the host-side measurement needs it): "
+                      "run 'make -C linkemu' (make vm-check does), or pass --no-host-fidelity")
         return 2
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = opts.out or REPO / "results" / f"vm-check-{stamp}"
