@@ -261,6 +261,11 @@ def test_checks_cover_kernel_fidelity_multicast_and_the_quick_run():
     assert "--design" in fid and fid[fid.index("--design") + 1] == "vm"
     assert "tests/integration/test_multicast_routing.py" in mcast
     assert run[-5:] == ["run", "default", "--profile", "quick", "--wait"]
+    # the module must be one that runs the CLI: `python -m mcclab.cli` exits 0 doing nothing
+    module = run[run.index("-m") + 1]
+    res = subprocess.run([sys.executable, "-m", module, "run", "--help"], capture_output=True,
+                         text=True, env=os.environ | {"COLUMNS": "200"}, timeout=120)
+    assert res.returncode == 0 and "--profile" in res.stdout
     assert all(c.command().startswith("cd /vagrant && sudo env ") for c in checks)
 
 
