@@ -147,7 +147,7 @@ def checks(fidelity_args: list[str]) -> list[Check]:
         Check("quick default experiment",
               # `-m mcclab` (mcclab/__main__.py): `-m mcclab.cli` imports the CLI and
               # exits 0 without running anything.
-              [VENV_PY, "-m", "mcclab", "run", "default", "--profile", "quick", "--wait"],
+              [VENV_PY, "-m", "mcclab", "run", "default", "--profile", "quick", "--wait", "600"],
               1200),
     ]
 

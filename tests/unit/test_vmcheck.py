@@ -260,7 +260,17 @@ def test_checks_cover_kernel_fidelity_multicast_and_the_quick_run():
     assert fid[1] == "bench/bench_links.py" and fid[4:6] == ["--backend", "kernel"]
     assert "--design" in fid and fid[fid.index("--design") + 1] == "vm"
     assert "tests/integration/test_multicast_routing.py" in mcast
-    assert run[-5:] == ["run", "default", "--profile", "quick", "--wait"]
+    assert run[-6:] == ["run", "default", "--profile", "quick", "--wait", "600"]
+    # and the CLI accepts those arguments (parsed only, nothing runs)
+    import typer.main
+
+    from mcclab.cli import app
+    group = typer.main.get_command(app)
+    args = run[run.index("-m") + 2:]
+    ctx = group.make_context("mcclab", list(args))
+    sub = group.get_command(ctx, args[0])
+    assert sub is not None
+    sub.make_context(args[0], list(args[1:]), parent=ctx)
     # the module must be one that runs the CLI: `python -m mcclab.cli` exits 0 doing nothing
     module = run[run.index("-m") + 1]
     res = subprocess.run([sys.executable, "-m", module, "run", "--help"], capture_output=True,
