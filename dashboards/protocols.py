@@ -114,6 +114,10 @@ def stair() -> db.Dashboard:
                         "The stair layer each receiver is joined to (-1: none).", step=True))
     d.with_panel(series("RTT estimate", "ms", [(_rx("mcc_agent_rtt_ms", p), AT)],
                         "Each receiver's RTT estimate from its probes."))
+    d.with_panel(series("Probe host delay", "ms",
+                        [(_rx("mcc_agent_probe_host_ms", p), AT)],
+                        "Time the last probe and its echo waited in the two hosts, left out "
+                        "of the RTT sample (kernel receive timestamps)."))
     d.with_panel(series("AIMD events", "ops",
                         [(rate("mcc_agent_increases", protocol=p, role="receiver"),
                           "increases " + AT),

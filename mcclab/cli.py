@@ -132,7 +132,7 @@ def up(
     cli: bool = typer.Option(False, "--cli", help="open Mininet's CLI once the lab is ready"),
     hold: bool = typer.Option(True, help="keep the lab up until Ctrl-C (--no-hold: tear down)"),
     timeout: float = typer.Option(60.0, help="seconds to wait for routing readiness"),
-    wait: float = typer.Option(0.0, help="seconds to wait for another lab to finish"),
+    wait: float = typer.Option(0.0, help="seconds to wait for another lab (queued in order)"),
 ) -> None:
     """Bring a topology up with real multicast routers and report readiness."""
     topo = _load(file)
@@ -195,7 +195,7 @@ def run(
     profile: str = typer.Option("paper", help="quick or paper"),
     set_: list[str] = typer.Option([], "--set", help="override a key, e.g. duration=20s"),
     results: Path = typer.Option(Path("results"), help="where run folders go"),
-    wait: float = typer.Option(0.0, help="seconds to wait for another lab to finish"),
+    wait: float = typer.Option(0.0, help="seconds to wait for another lab (queued in order)"),
 ) -> None:
     """Run an experiment and write results/<experiment>/<run-id>/ with data, figures, report."""
     from mcclab.experiment.loader import resolve
@@ -298,7 +298,7 @@ def check(
     file: Path,
     sender: str = typer.Option("", help="sending host (default: 'src', else the first host)"),
     timeout: float = typer.Option(60.0, help="seconds to wait for routing readiness"),
-    wait: float = typer.Option(0.0, help="seconds to wait for another lab to finish"),
+    wait: float = typer.Option(0.0, help="seconds to wait for another lab (queued in order)"),
 ) -> None:
     """Bring a lab up and show that multicast reaches exactly the hosts that joined.
 
@@ -366,3 +366,7 @@ def clean() -> None:
 def main() -> None:
     """Entry point for `python -m mcclab`."""
     app()
+
+
+if __name__ == "__main__":  # `python -m mcclab.cli` behaves like `python -m mcclab`
+    main()

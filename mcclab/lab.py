@@ -28,6 +28,7 @@ from mcclab.net import node_config
 from mcclab.net.mininet_backend import MininetBackend
 from mcclab.net.routers import RouterSet, required_binaries
 from mcclab.processes import spawn
+from mcclab.routing.limits import vif_problems
 from mcclab.state import (
     ROOT_IFACE_PREFIX,
     STATE_ROOT,
@@ -82,6 +83,16 @@ def _root_networks() -> list[ipaddress.IPv4Network]:
     return nets
 
 
+def router_interfaces(topo: Topology) -> dict[str, int]:
+    """Each router's interface count: one per link it ends (a LAN attachment is one)."""
+    count = dict.fromkeys(topo.names("router"), 0)
+    for link in topo.links:
+        for end in link.endpoints:
+            if end in count:
+                count[end] += 1
+    return count
+
+
 def preflight(topo: Topology, features: KernelFeatures) -> list[str]:
     """Every reason the lab cannot start, as readable sentences (empty means go)."""
     problems = []
@@ -94,6 +105,7 @@ def preflight(topo: Topology, features: KernelFeatures) -> list[str]:
                         f"{backend!r}")
     if topo.routing.backend in ("frr", "pimd") and not features.pim:
         problems.append("the kernel has no PIM support (CONFIG_IP_PIMSM_V2)")
+    problems += vif_problems(topo.routing.backend, router_interfaces(topo))
     for binary in required_binaries(topo.routing.backend):
         if shutil.which(binary) is None and not Path(binary).exists():
             problems.append(f"{binary} not found: run 'make setup'")

@@ -63,3 +63,24 @@ def feedback_volume(v: float, p: float, duration: float, switch_rate: float, n: 
                     rtt_min: float) -> float:
     """Eq. (13): expected CI(mu)s in a session with Poisson MCB switching at ``switch_rate``."""
     return switch_rate * duration * v * p * (1 / switch_rate + (n - 1) * rtt_min)
+
+
+# ---- Not in the paper: the lab's reading of sec. III-A.6 (docs/ormcc.md, "beta") ----
+
+def unequal_rtt_ratio(beta: float, rtt_tcp: float, rtt_cr: float) -> float:
+    """ORMCC/TCP long-run rate ratio when both cut at the same losses but ramp differently.
+
+    AIMD with synchronised losses: a flow that grows by ``a`` per second and keeps
+    ``b`` of its rate at a cut peaks at X = a T / (1 - b) for a loss period T and
+    averages X (1 + b) / 2. TCP grows by s/RTT_tcp² and keeps 1/2; ORMCC grows by
+    s/RTT_cr² (RTT_cr is measured by CIs, i.e. with a full queue, sec. III-A.6) and
+    keeps about beta. The ratio of the averages is
+    (RTT_tcp/RTT_cr)² · (1 + beta) / (3 (1 - beta)).
+    """
+    return (rtt_tcp / rtt_cr) ** 2 * (1.0 + beta) / (3.0 * (1.0 - beta))
+
+
+def unequal_rtt_friendly_beta(rtt_tcp: float, rtt_cr: float) -> float:
+    """The beta that makes :func:`unequal_rtt_ratio` 1: (3 - r²)/(3 + r²), r = RTT_tcp/RTT_cr."""
+    r2 = (rtt_tcp / rtt_cr) ** 2
+    return (3.0 - r2) / (3.0 + r2)

@@ -106,11 +106,13 @@ class Agent:
             return
         self._received(now, header, len(data))
 
-    def deliver_feedback(self, data: bytes, peer: str) -> None:
-        """A unicast feedback datagram arrived from ``peer`` (``ADDR:PORT`` or a node name)."""
+    def deliver_feedback(self, data: bytes, peer: str, arrival: float | None = None) -> None:
+        """A unicast feedback datagram arrived from ``peer`` (``ADDR:PORT`` or a node name),
+        at ``arrival`` on this clock when the transport knows (the kernel's timestamp)."""
         if not self.running:
             return
         now = self.clock.now()
+        arrival = now if arrival is None else min(arrival, now)
         body = parse_feedback(data, self.spec.protocol_id, self.session.session_id)
         if isinstance(body, Drop):
             self.stats.on_drop(body)
@@ -118,7 +120,7 @@ class Agent:
             return
         self.stats.feedback_rx += 1
         self.metrics.feedback_received.inc()
-        self._apply(self.core.on_feedback(now, body, peer), now)
+        self._apply(self.core.on_feedback_at(now, arrival, body, peer), now)
 
     def _received(self, now: float, header: Header, size: int) -> None:
         chan = self.stats.channels.get(header.channel)

@@ -42,6 +42,14 @@ class Core(ABC):
         """
         return []
 
+    def on_feedback_at(self, now: float, arrival: float, data: bytes, peer: str
+                       ) -> list[Action]:
+        """:meth:`on_feedback` with the datagram's arrival time (``arrival <= now``: the
+        kernel's receive timestamp in a lab, ``now`` in the simulator). A core that
+        measures round trips overrides this to leave out the time the datagram waited
+        in the host; the default ignores it."""
+        return self.on_feedback(now, data, peer)
+
     def stop(self, now: float) -> list[Action]:
         """The session ends (duration over or signal); only Log and Metric are honoured."""
         return []

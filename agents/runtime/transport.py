@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import errno
 import socket
+import struct
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -18,8 +20,28 @@ from agents.runtime.membership import close_member, open_member
 from agents.runtime.session import Session
 
 Deliver = Callable[[bytes, int], None]  # (datagram, channel it arrived on)
-DeliverFeedback = Callable[[bytes, str], None]  # (datagram, peer "ADDR:PORT")
+# (datagram, peer "ADDR:PORT", arrival: the kernel's receive time on the loop's clock)
+DeliverFeedback = Callable[[bytes, str, float | None], None]
 BATCH = 256  # datagrams read per readiness event and socket, so one socket cannot starve
+# Linux SO_TIMESTAMPNS (= SCM_TIMESTAMPNS; Python's socket module does not name it): the
+# kernel's receive time (CLOCK_REALTIME) of each datagram as a struct timespec.
+SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
+
+
+def kernel_arrival(ancillary: list[tuple[int, int, bytes]], loop_now: float,
+                   real_now: float) -> float | None:
+    """The arrival time on the loop's clock of a datagram whose ``recvmsg`` ancillary data
+    holds an ``SCM_TIMESTAMPNS`` record, read when the loop's clock said ``loop_now`` and
+    the wall clock ``real_now``; None without one. The wall clock only measures how long
+    the datagram waited in the host (a step of the wall clock in between is clamped to
+    no wait), so feedback round trips exclude the agent's own scheduling delay."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(data)
+            waited = real_now - (sec + nsec * 1e-9)
+            return loop_now - min(max(waited, 0.0), 1.0)
+    return None
 
 
 class Transport(Protocol):
@@ -86,6 +108,7 @@ class UdpTransport:
             else:
                 local = (self.address or "0.0.0.0", 0)
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             sock.bind(local)
             sock.setblocking(False)
             self._feedback = sock
@@ -115,11 +138,12 @@ class UdpTransport:
     def _feedback_readable(self, sock: socket.socket) -> None:
         for _ in range(BATCH):
             try:
-                data, (addr, port) = sock.recvfrom(65536)
+                data, ancillary, _, (addr, port) = sock.recvmsg(65536, 64)
             except (BlockingIOError, InterruptedError, ConnectionRefusedError):
                 return
+            arrival = kernel_arrival(ancillary, self.loop.now(), time.time())
             if self.deliver_feedback is not None:
-                self.deliver_feedback(data, format_peer(addr, port))
+                self.deliver_feedback(data, format_peer(addr, port), arrival)
 
     def send(self, channel: int, data: bytes) -> bool:
         """False when the kernel refuses (full buffer, no route): the packet is dropped."""

@@ -22,7 +22,7 @@ from agents.runtime.header import Header
 from agents.runtime.session import Session
 from agents.stair.config import SL, Layout, StairParams
 from agents.stair.layering import Subscription
-from agents.stair.probe import parse, probe
+from agents.stair.probe import parse_echo, probe, rtt_sample
 from agents.stair.stairs import select_complex, select_simple
 
 PROBE = "probe"
@@ -48,6 +48,8 @@ class StairReceiver(ReceiverCore):
         self.period_loss = False
         self.last_md = float("-inf")
         self.probe_seq = 0
+        self.last_sample = 0.0  # last probe RTT sample (s)
+        self.host_delay = 0.0  # host-side wait removed from it (s): receiver + sender
         self.counts = dict.fromkeys(
             ("increases", "decreases", "loss_events", "lost_packets", "joins", "leaves",
              "periods", "probes_sent", "probe_replies", "bad_ext"), 0)
@@ -126,14 +128,26 @@ class StairReceiver(ReceiverCore):
         return [probe(self.probe_seq, now), SetTimer(PROBE, now + self.p.probe_interval)]
 
     def on_feedback(self, now: float, data: bytes, peer: str) -> list[Action]:
-        """A probe echoed by the sender: one RTT sample."""
-        got = parse(data)
+        """A probe echoed by the sender, handled as it arrives: one RTT sample."""
+        return self.on_feedback_at(now, now, data, peer)
+
+    def on_feedback_at(self, now: float, arrival: float, data: bytes, peer: str
+                       ) -> list[Action]:
+        """A probe echoed by the sender: one RTT sample, from the echo's ``arrival`` (the
+        kernel's timestamp) less the sender's hold time, so neither host's scheduling
+        delay counts (the paper's ping measures the network)."""
+        got = parse_echo(data)
         if got is None or got[1] > now:
             return []
         self.counts["probe_replies"] += 1
+        sample = rtt_sample(got[1], got[2], arrival)
+        if sample is None:
+            return []
+        self.last_sample = sample
+        self.host_delay = (now - arrival) + got[2]
         if self.p.rtt_source != "probe":
             return []
-        return self._rtt_sample(now, now - got[1])
+        return self._rtt_sample(now, sample)
 
     def on_packet(self, now: float, header: Header, payload_len: int, group: str) -> list[Action]:
         ch = header.channel
@@ -207,6 +221,8 @@ class StairReceiver(ReceiverCore):
             "stair_rtt_ms": self.layout.rtts[primary] * 1e3 if primary >= 0 else 0.0,
             "rtt_ms": (self.rtt or 0.0) * 1e3,
             "mrtt_ms": (self.mrtt or 0.0) * 1e3,
+            "rtt_sample_ms": self.last_sample * 1e3,
+            "probe_host_ms": self.host_delay * 1e3,
         }
         # joins and leaves are the runtime's own counters (mcc_agent_joins_total)
         out.update({k: float(v) for k, v in self.counts.items() if k not in ("joins", "leaves")})

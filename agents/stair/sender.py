@@ -67,7 +67,13 @@ class StairSender(SenderCore):
 
     def on_feedback(self, now: float, data: bytes, peer: str) -> list[Action]:
         """Echo an RTT probe to the receiver that sent it (the "ping" of sec. VI)."""
-        reply = echo(data, peer)
+        return self.on_feedback_at(now, now, data, peer)
+
+    def on_feedback_at(self, now: float, arrival: float, data: bytes, peer: str
+                       ) -> list[Action]:
+        """Echo a probe with the time it waited here since it ``arrival`` (the kernel's
+        receive timestamp), so the receiver can leave this host's delay out."""
+        reply = echo(data, peer, hold=now - arrival)
         if reply is None:
             return []
         self.probes_echoed += 1

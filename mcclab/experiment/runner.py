@@ -76,6 +76,29 @@ class RunState:
     elapsed: float = 0.0
     running: dict[int, TrackedProcess] = field(default_factory=dict)
     link_rows: list[dict[str, Any]] = field(default_factory=list)
+    iperf: dict[str, IperfWatch] = field(default_factory=dict)  # flow -> its server's log
+
+
+@dataclass
+class IperfWatch:
+    """When each test of one iperf3 server really began, on the run's clock."""
+
+    log: Path
+    size: int = -1
+    starts: list[float] = field(default_factory=list)
+
+    def poll(self, now: float) -> None:
+        """Note the start of tests whose first report appeared since the last poll."""
+        try:
+            size = self.log.stat().st_size
+        except OSError:
+            return
+        if size == self.size:
+            return
+        self.size = size
+        ends = tables.latest_interval_ends(self.log.read_text(errors="replace"))
+        # The newest report was written at most one poll ago (--forceflush).
+        self.starts += [now - end for end in ends[len(self.starts):]]
 
 
 def new_run_dir(results: Path, experiment: str) -> Path:
@@ -140,6 +163,8 @@ def _run_record(res: Resolved, st: RunState) -> dict[str, Any]:
         "duration_s": exp.duration, "warmup_s": exp.warmup, "elapsed_s": round(st.elapsed, 3),
         "error": st.error, "scaling": profile.scaling if profile else "",
         "spec_file": str(res.path),
+        "iperf_test_starts_s": {flow: [round(t, 3) for t in watch.starts]
+                                for flow, watch in st.iperf.items()},
     }
 
 
@@ -183,6 +208,7 @@ def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
                  f"flow {launch.flow} {launch.role} {launch.node}")
     st.running[index] = proc
     if launch.role == "server":
+        st.iperf[launch.flow] = IperfWatch(out)
         wait_for(lambda: "Server listening" in out.read_text(errors="replace")
                  or not proc.alive(), 10.0, f"iperf3 server of {launch.flow}")
         if not proc.alive():
@@ -277,6 +303,8 @@ def _timeline(lab: Lab, duration: float, lp: LaunchPlan, st: RunState,
         while pending and lp.launches[pending[0]].start <= now:
             i = pending.pop(0)
             _start(lab, lp.launches[i], st, i)
+        for watch in st.iperf.values():
+            watch.poll(time.monotonic() - st.t0)
         for i, stop in list(stops.items()):
             if stop <= now and i in st.running:
                 kill_group(st.running.pop(i))
@@ -329,8 +357,13 @@ def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
                 if launch.flow == flow.name and launch.role == "receiver":
                     series.append(tables.agent_series(Path(launch.log), flow.name, launch.node))
             continue
-        starts = [st.t0 + launch.start for launch in lp.launches
-                  if launch.flow == flow.name and launch.role == "client"]
+        scheduled = [launch.start for launch in lp.launches
+                     if launch.flow == flow.name and launch.role == "client"]
+        watch = st.iperf.get(flow.name)
+        seen = watch.starts if watch else []
+        # Each test where it really began; the schedule only where no report was seen.
+        starts = [st.t0 + (seen[k] if k < len(seen) else at)
+                  for k, at in enumerate(scheduled)]
         server = next(launch for launch in lp.launches
                       if launch.flow == flow.name and launch.role == "server")
         series.append(tables.iperf_series(Path(server.log), flow.name, flow.type, server.node,

@@ -162,6 +162,25 @@ def iperf_intervals(text: str) -> list[IperfInterval | None]:
     return out
 
 
+def latest_interval_ends(text: str) -> list[float]:
+    """For each test of an iperf3 server log, in order, the end (seconds since that test
+    began) of its newest interval report so far.
+
+    A runner that notes when such a line appeared learns when the test really began:
+    the client's scheduled start is earlier by its process start and connection set-up,
+    seconds on a loaded machine.
+    """
+    ends: list[float] = []
+    for iv in iperf_intervals(text):
+        if iv is None:
+            continue
+        if iv.test == len(ends):
+            ends.append(iv.end)
+        elif iv.test == len(ends) - 1:
+            ends[-1] = iv.end
+    return ends
+
+
 def iperf_series(log: Path, flow: str, kind: str, node: str, test_starts: list[float]
                  ) -> Series:
     """An iperf3 server's received bytes, one test per client start (in order)."""

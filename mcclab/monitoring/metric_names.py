@@ -210,6 +210,8 @@ CORE_GAUGES: dict[str, ProtocolGauges] = {
             "stair_rtt_ms": "RTT the joined stair layer emulates, ms",
             "rtt_ms": "RTT estimate, ms",
             "mrtt_ms": "last join latency (MRTT), ms",
+            "rtt_sample_ms": "last probe RTT sample (kernel timestamps, hosts' delay out), ms",
+            "probe_host_ms": "time the last probe and its echo waited in the two hosts, ms",
             "increases": "additive increases, cumulative",
             "decreases": "multiplicative decreases, cumulative",
             "loss_events": "loss events, cumulative",

@@ -82,8 +82,11 @@ def test_default_experiment_short_version(tmp_path):
     tcp = table[table["flow"] == "tcp"].set_index("t")["throughput_bps"]
     # Start-up multiplies the rate by about 4/3 per second: within 20 s WEBRC is past
     # 0.5 Mbit/s, and its payload never exceeds the bottleneck (1024 of 1052 IP bytes).
-    # (The sum with TCP is not checked per second: iperf3's seconds are not aligned
-    # with the agents' to better than a few seconds in the tables.)
+    # iperf3's test began once its client ran and connected, after its 25 s schedule;
+    # the table places TCP's seconds from there, so none carries TCP before it.
+    (began,) = record["iperf_test_starts_s"]["tcp"]
+    assert 25.0 <= began <= 30.0, began
+    assert (tcp.loc[: int(began)] == 0).all(), tcp.to_dict()
     assert webrc.loc[15:25].mean() >= 0.5e6, webrc.to_dict()
     assert webrc.max() <= BOTTLENECK * 1024 / 1052 * 1.02, webrc.max()
     assert tcp.loc[30:40].mean() > 0.1e6, tcp.to_dict()

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import json
 
-from mcclab.experiment.tables import agent_series, iperf_series, per_second, protocol_table
+import pytest
+
+from mcclab.experiment.runner import IperfWatch
+from mcclab.experiment.tables import (
+    agent_series,
+    iperf_series,
+    latest_interval_ends,
+    per_second,
+    protocol_table,
+)
 
 IPERF_SERVER = """-----------------------------------------------------------
 Server listening on 5202 (test #1)
@@ -64,3 +73,35 @@ def test_protocol_table_holds_each_cores_last_gauges_per_second(tmp_path):
     assert [round(v, 3) for v in artt["value"]] == [0.0, 0.1, 0.2, 0.3, 0.3]
     assert set(table["node"]) == {"r1"} and set(table["role"]) == {"receiver"}
     assert "bad" not in set(table["name"])
+
+
+def test_latest_interval_ends_follow_each_test(tmp_path):
+    text = (
+        "Server listening on 5201\n"
+        "Accepted connection from 10.0.0.1, port 40000\n"
+        "[  5]   0.00-1.00   sec   100 KBytes   819 Kbits/sec\n"
+        "[  5]   1.00-2.00   sec   100 KBytes   819 Kbits/sec\n"
+        "- - - - - - - - -\n"
+        "[  5]   0.00-2.00   sec   200 KBytes   819 Kbits/sec   receiver\n"
+        "Accepted connection from 10.0.0.1, port 40002\n"
+        "[  5]   0.00-1.00   sec   100 KBytes   819 Kbits/sec\n"
+    )
+    assert latest_interval_ends(text) == [2.0, 1.0]
+    assert latest_interval_ends("Server listening on 5201\n") == []
+
+
+def test_iperf_watch_places_a_late_test_where_it_began(tmp_path):
+    log = tmp_path / "server.txt"
+    log.write_text("Accepted connection from 10.0.0.1, port 40000\n")
+    watch = IperfWatch(log)
+    watch.poll(20.3)
+    assert watch.starts == []
+    # The client was due at 20 s; its first report appears at 22.6 s: it began at 21.6 s.
+    with log.open("a") as fh:
+        fh.write("[  5]   0.00-1.00   sec   100 KBytes   819 Kbits/sec\n")
+    watch.poll(22.6)
+    watch.poll(22.65)  # no new line: nothing changes
+    with log.open("a") as fh:
+        fh.write("[  5]   1.00-2.00   sec   100 KBytes   819 Kbits/sec\n")
+    watch.poll(23.6)
+    assert watch.starts == [pytest.approx(21.6)]

@@ -42,3 +42,24 @@ def test_table1_quick_profile_scales_every_period_by_one_fifth():
     for q, p in zip(quick.flows[1:], paper.flows[1:], strict=True):
         assert q.start == pytest.approx(0.2 * p.start)
         assert (q.stop or quick.duration) == pytest.approx(0.2 * (p.stop or paper.duration))
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_quick_profiles_fit_the_kernels_multicast_vifs(name):
+    """A router beyond 31 interfaces gets no vif for the rest: their receivers see nothing."""
+    from mcclab.lab import router_interfaces
+    from mcclab.routing.limits import vif_problems
+
+    topo = resolve(name, "quick").topology
+    assert vif_problems(topo.routing.backend, router_interfaces(topo)) == []
+
+
+def test_fig4_sources_behind_a_second_router_keep_the_100_ms_base_rtt():
+    topo = resolve("ormcc-fig4-n24", "quick").topology
+    assert topo.nodes["r1"].kind == "router"
+    by_pair = {frozenset(link.endpoints): link for link in topo.links}
+    up = by_pair[frozenset(("r0", "r1"))]
+    down = by_pair[frozenset(("r0", "h24"))]
+    assert 2 * (up.delay + down.delay) == pytest.approx(0.100)
+    assert by_pair[frozenset(("r1", "s24"))].rate is None
+    assert up.queue.limit >= 1000  # shared by 24 sources: never the bottleneck

@@ -10,7 +10,7 @@ from agents.runtime.registry import get
 from agents.runtime.session import Session
 from agents.sim import Link, simulate
 from agents.stair.config import CL, NCL, SL, Layout, StairExt, StairParams
-from agents.stair.probe import PROBE
+from agents.stair.probe import HOLD, PROBE, parse_echo
 from agents.stair.receiver import StairReceiver
 from agents.stair.sender import StairSender
 from agents.stair.stairs import (
@@ -234,9 +234,9 @@ def test_receiver_rtt_from_probe_and_mrtt():
     (fb,) = [a for a in out if isinstance(a, Feedback)]
     assert fb.to is None  # to the sender
     assert SetTimer("probe", 1.0) in out
-    # the sender echoes it unchanged to the peer it came from
+    # the sender echoes it to the peer it came from, with the time it held it (none here)
     (echo,) = StairSender(params()).on_feedback(0.05, fb.data, "10.0.5.2:40000")
-    assert echo == Feedback(fb.data, to="10.0.5.2:40000")
+    assert echo == Feedback(fb.data + HOLD.pack(0), to="10.0.5.2:40000")
     assert StairSender(params()).on_feedback(0.05, b"x" * 16, "p") == []
     out = core.on_feedback(0.07, echo.data, "10.0.0.1:5000")
     assert core.rtt == pytest.approx(0.07)
@@ -251,6 +251,32 @@ def test_receiver_rtt_from_probe_and_mrtt():
     out = feed.packet(0.12, mr.layout.channel(CL, 0))
     assert mr.rtt == pytest.approx(0.12)
     assert Join(mr.layout.channel(SL, 3)) in out  # 120 ms -> SL_128
+
+
+def test_probe_rtt_leaves_both_hosts_delay_out():
+    # probe sent at 1.000; it reaches the sender's kernel at 1.020 but the sender's loop
+    # gets to it at 1.035; the echo reaches the receiver's kernel at 1.055 and is read
+    # at 1.080. The network round trip is 40 ms (the paper's ping); handled-at times
+    # alone would give 80 ms.
+    rx = StairReceiver(params(rtt_source="probe", rtt=None))
+    (fb,) = [a for a in rx.start(1.0) if isinstance(a, Feedback)]
+    (echo,) = StairSender(params()).on_feedback_at(1.035, 1.020, fb.data, "p")
+    seq, sent, hold = parse_echo(echo.data)
+    assert (seq, sent, hold) == (1, pytest.approx(1.0), pytest.approx(0.015))
+    out = rx.on_feedback_at(1.080, 1.055, echo.data, "s")
+    assert rx.rtt == pytest.approx(0.040)
+    assert Join(rx.layout.channel(SL, 1)) in out  # 40 ms -> SL_32 (80 ms would be SL_64)
+    gauges = rx.metrics()
+    assert gauges["rtt_sample_ms"] == pytest.approx(40.0)
+    assert gauges["probe_host_ms"] == pytest.approx(40.0)  # 25 ms here + 15 ms there
+    # a 16-byte echo (hold unknown) counts a hold of zero
+    rx.on_feedback_at(2.1, 2.05, PROBE.pack(b"STRP", 2, int(2.0e9)), "s")
+    assert rx.last_sample == pytest.approx(0.05)
+    # a sample that is not positive is not taken
+    bad = PROBE.pack(b"STRP", 3, int(2.49e9)) + HOLD.pack(int(0.02e9))
+    before = rx.rtt
+    assert rx.on_feedback_at(3.0, 2.5, bad, "s") == [] and rx.rtt == before
+    assert parse_echo(b"STRP" + bytes(13)) is None and parse_echo(b"XXXX" + bytes(12)) is None
 
 
 def test_session_in_simulated_time_follows_the_bottleneck():

@@ -2,13 +2,22 @@
 and the paper-style figures (Figs. 9, 11, 13: a STAIR receiver against a representative
 TCP flow with the TCP mean and standard deviation; Fig. 14: dilation over time).
 
-Dilation of a link direction ``src -> dst`` at second ``t`` is
-``C(t) / M(t)``: ``C`` is the payload the link carried in that second (its
-``bytes_out`` minus 28 bytes of IP and UDP header per packet, from
-``tables/links.csv``), ``M`` the largest reception rate demanded by the STAIR
-receivers downstream of it (packets received plus packets lost, times the
-packet size, from ``tables/per_second.csv``). The link must carry nothing but
-the session (the STAIR topologies put the TCP sources below it).
+Dilation (Def. 4) of a link direction ``src -> dst``, per counter sampling interval
+of ``tables/links.csv`` (one a second) and on the emulator's own clock (its ``time``
+column, CLOCK_MONOTONIC like the agents' event logs), so numerator and denominator
+cover the same interval:
+
+* ``M``: the largest downstream receiver's reception rate, from its event log: the
+  sender's rate of every group it was receiving (first packet after the join to the
+  leave; stair layers at their scheduled step), averaged over the interval;
+* ``C`` (``basis="link"``): the UDP payload the link carried (``bytes_out`` minus 28
+  bytes of IP and UDP header per packet), so groups the routers still forward after
+  the last downstream leave count, as on a real link; or (``basis="demanded"``) the
+  rate of the union of the groups the receivers were receiving, Def. 4's bandwidth
+  "demanded in aggregate by receivers downstream".
+
+The link must carry nothing but the session (the STAIR topologies put the TCP
+sources below it).
 """
 
 from __future__ import annotations
@@ -17,64 +26,190 @@ import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
+from agents.stair.config import SL, Layout, StairParams
 from agents.stair.stairs import select_simple, stair_rtts
 from mcclab.analysis import metrics
 from mcclab.analysis.figures import STYLE, rate_scale, save
 from mcclab.analysis.plugins import figure, measure, sweep_figure
 from mcclab.analysis.results import Run
 from mcclab.analysis.sweep import Sweep
-from mcclab.model.units import parse_duration, parse_size
+from mcclab.experiment.tables import event_records
+from mcclab.model.units import parse_duration
 
 IP_UDP_HEADER = 28
+GRID_STEP = 0.005  # s: the subscriptions are sampled this finely inside each link interval
+_SCHEDULE = ("join", "leave", "first_packet", "stop")
 
 
-def demanded_rate(per_second: pd.DataFrame, flow: str, nodes: list[str],
-                  packet_size: int) -> pd.Series:
-    """Per second, the largest rate (bit/s) any of ``nodes`` was subscribed to:
-    (packets received + packets lost) x packet size."""
-    rows = per_second[(per_second["flow"] == flow) & per_second["node"].isin(nodes)]
-    demand = (rows["packets"] + rows["lost"]) * packet_size * 8
-    return demand.groupby(rows["t"]).max().sort_index()
+def reception_intervals(records: list[dict], end: float) -> dict[int, list[tuple[float, float]]]:
+    """Per channel, when a receiver was receiving it: from the first packet after each join
+    to the leave (or ``stop``, or ``end``), from its event log's runtime records.
+
+    A join left before its first packet counts nothing (the group never reached the
+    receiver), so the join latency is excluded as it is from the link's counters.
+    """
+    joined: set[int] = set()
+    since: dict[int, float] = {}
+    out: dict[int, list[tuple[float, float]]] = {}
+    for rec in records:
+        event, t = rec.get("event"), rec.get("t")
+        if event not in _SCHEDULE or not isinstance(t, int | float):
+            continue
+        if event == "stop":
+            end = min(end, t)
+            break
+        ch = rec.get("channel")
+        if event == "join":
+            joined.add(ch)
+        elif event == "first_packet" and ch in joined and ch not in since:
+            since[ch] = t
+        elif event == "leave":
+            joined.discard(ch)
+            if ch in since:
+                out.setdefault(ch, []).append((since.pop(ch), t))
+    for ch, t in since.items():
+        out.setdefault(ch, []).append((t, end))
+    return out
 
 
-def link_payload_rate(links: pd.DataFrame, src: str, dst: str) -> pd.Series:
-    """Per second, UDP payload bits the ``src -> dst`` direction carried (from its counters)."""
-    rows = links[(links["src"] == src) & (links["dst"] == dst)].sort_values("t")
-    if rows.empty:
-        return pd.Series(dtype=float)
-    pkts = rows["pkts_out"].diff()
-    octets = rows["bytes_out"].diff()
-    dt = rows["t"].diff()
-    rate = (octets - pkts * IP_UDP_HEADER) * 8 / dt
-    rate.index = rows["t"].round().astype(int)
-    return rate.dropna()
+def channel_rates(layout: Layout, origin: float, grid: np.ndarray) -> np.ndarray:
+    """Each channel's sending rate (UDP payload bit/s) at each time of ``grid``: CLs and
+    NCLs constant, stair layers on their schedule from the sender's start ``origin``."""
+    size = layout.params.packet_size
+    out = np.zeros((layout.channels, len(grid)))
+    for ch in range(layout.channels):
+        kind, index = layout.layer(ch)
+        if kind != SL:
+            out[ch] = layout.static_rate(kind, index)
+            continue
+        rtt, window = layout.rtts[index], layout.window(index)
+        into = np.mod(grid - origin, window * rtt)
+        step = np.minimum(np.floor(into / rtt) + 1, window)
+        out[ch] = np.where(grid >= origin, step * size * 8 / rtt, 0.0)
+    return out
 
 
-def dilation_series(run: Run, flow: str, src: str, dst: str, nodes: list[str]) -> pd.Series:
-    """Def. 4 per second over the run's window (seconds where no receiver demanded
-    anything are left out)."""
-    if run.links is None:
-        return pd.Series(dtype=float)
-    size = _packet_size(run, flow)
-    demand = demanded_rate(run.per_second, flow, nodes, size)
-    carried = link_payload_rate(run.links, src, dst)
-    both = pd.concat({"c": carried, "m": demand}, axis=1).dropna()
-    both = both[both["m"] > 0]
-    lo, hi = run.window
-    both = both[(both.index > lo) & (both.index <= hi)]
-    return both["c"] / both["m"]
+def holding(intervals: dict[int, list[tuple[float, float]]], channels: int,
+            grid: np.ndarray) -> np.ndarray:
+    """Boolean [channel, time]: the receiver was receiving that channel then."""
+    out = np.zeros((channels, len(grid)), dtype=bool)
+    for ch, spans in intervals.items():
+        if 0 <= ch < channels:
+            for a, b in spans:
+                out[ch] |= (grid >= a) & (grid < b)
+    return out
 
 
-def _packet_size(run: Run, flow: str) -> int:
-    """The flow's packet size from the spec (default 512 B, the paper's)."""
+def link_intervals(path: Path, src: str, dst: str) -> pd.DataFrame:
+    """The ``src -> dst`` counters per sampling interval on the emulator's own clock
+    (links.csv ``time``, CLOCK_MONOTONIC as the agents' logs): ``t`` (the experiment
+    second of the sample), ``start``, ``end`` and ``payload_bps``."""
+    try:
+        table = pd.read_csv(path, usecols=["t", "src", "dst", "time", "pkts_out", "bytes_out"],
+                            dtype={"src": str, "dst": str}, keep_default_na=False)
+    except (OSError, ValueError, pd.errors.EmptyDataError):
+        return pd.DataFrame(columns=["t", "start", "end", "payload_bps"])
+    rows = table[(table["src"] == src) & (table["dst"] == dst)].sort_values("t")
+    span = rows["time"].diff()
+    payload = (rows["bytes_out"].diff() - rows["pkts_out"].diff() * IP_UDP_HEADER) * 8
+    out = pd.DataFrame({"t": rows["t"].round().astype(int), "start": rows["time"].shift(),
+                        "end": rows["time"], "payload_bps": payload / span})
+    return out[span > 0].dropna().reset_index(drop=True)
+
+
+def dilation_table(links: pd.DataFrame, receivers: dict[str, list[dict]], layout: Layout,
+                   origin: float, step: float = GRID_STEP) -> pd.DataFrame:
+    """Def. 4 per link sampling interval, indexed by its experiment second.
+
+    Columns: ``carried`` (what the link carried, from its counters), ``union`` (the
+    rate of every group some downstream receiver was receiving: Def. 4's ``C_l`` from
+    the subscriptions, without the routers' leave latency), ``largest`` (the largest
+    receiver's rate, ``M_l``), all interval means in bit/s on the same clock; and the
+    dilations ``link = carried / largest``, ``demanded = union / largest`` and
+    ``static``, the same over the CLs and NCLs alone (Lemma 4's setting).
+    """
+    cols = ["carried", "union", "largest", "link", "demanded", "static"]
+    if links.empty or not receivers:
+        return pd.DataFrame(columns=cols)
+    grid = np.arange(float(links["start"].iloc[0]), float(links["end"].iloc[-1]), step)
+    rates = channel_rates(layout, origin, grid)
+    end = float(grid[-1]) + step if len(grid) else origin
+    held = [holding(reception_intervals(recs, end), layout.channels, grid)
+            for recs in receivers.values()]
+    largest = np.max([(h * rates).sum(axis=0) for h in held], axis=0)
+    union = (np.any(held, axis=0) * rates).sum(axis=0)
+    fixed = np.array([layout.layer(ch)[0] != SL for ch in range(layout.channels)])
+    s_largest = np.max([(h[fixed] * rates[fixed]).sum(axis=0) for h in held], axis=0)
+    s_union = (np.any(held, axis=0)[fixed] * rates[fixed]).sum(axis=0)
+    which = np.searchsorted(links["end"].to_numpy(), grid, side="left")
+    rows = {}
+    for k, row in links.iterrows():
+        inside = (which == k) & (grid > row["start"])
+        if not inside.any():
+            continue
+        rows[int(row["t"])] = {"carried": row["payload_bps"], "union": float(union[inside].mean()),
+                               "largest": float(largest[inside].mean()),
+                               "s_union": float(s_union[inside].mean()),
+                               "s_largest": float(s_largest[inside].mean())}
+    table = pd.DataFrame.from_dict(
+        rows, orient="index", columns=[*cols[:3], "s_union", "s_largest"]).sort_index()
+    table = table[(table["largest"] > 0) & (table["s_largest"] > 0)]
+    table["link"] = table["carried"] / table["largest"]
+    table["demanded"] = table["union"] / table["largest"]
+    table["static"] = table.pop("s_union") / table.pop("s_largest")
+    return table
+
+
+def _stair_layout(run: Run, flow: str) -> Layout | None:
+    """The flow's STAIR parameters from the spec (None if they do not validate)."""
     for f in run.spec.flows:
         if f.name == flow:
             params = (getattr(f, "model_extra", None) or {}).get("params") or {}
-            if isinstance(params, dict) and "packet_size" in params:
-                return parse_size(params["packet_size"])
-    return 512
+            try:
+                return Layout(StairParams(**params))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def _load(run: Run, flow: str, src: str, dst: str, nodes: list[str]) -> pd.DataFrame:
+    """dilation_table() from the run folder (cached per run and arguments)."""
+    key = (str(run.path), flow, src, dst, tuple(nodes))
+    if key not in _CACHE:
+        logs = run.path / "logs"
+        senders = sorted(logs.glob(f"{flow}-sender-*.jsonl"))
+        start = [r["t"] for r in event_records(senders[0]) if r.get("event") == "start"] \
+            if senders else []
+        layout = _stair_layout(run, flow)
+        receivers = {n: event_records(logs / f"{flow}-receiver-{n}.jsonl") for n in nodes}
+        receivers = {n: recs for n, recs in receivers.items() if recs}
+        links = link_intervals(run.path / "tables" / "links.csv", src, dst)
+        if layout is None or not start:
+            _CACHE[key] = pd.DataFrame(columns=["carried", "union", "largest", "link",
+                                                "demanded", "static"])
+        else:
+            _CACHE[key] = dilation_table(links, receivers, layout, start[0])
+    return _CACHE[key]
+
+
+_CACHE: dict[tuple, pd.DataFrame] = {}
+
+
+def dilation_series(run: Run, flow: str, src: str, dst: str, nodes: list[str],
+                    basis: str = "link") -> pd.Series:
+    """Def. 4 per second over the run's window: ``basis="link"`` is what ``src -> dst``
+    carried over the largest downstream reception rate, ``"demanded"`` the union of the
+    receivers' groups over the same (no router leave latency), ``"static"`` the same
+    without stair layers (the CLs and NCLs Lemma 4 bounds)."""
+    if basis not in ("link", "demanded", "static"):
+        raise ValueError(f"basis must be 'link', 'demanded' or 'static', not {basis!r}")
+    table = _load(run, flow, src, dst, nodes)
+    lo, hi = run.window
+    table = table[(table.index > lo) & (table.index <= hi)]
+    return table[basis].astype(float)
 
 
 def _throughput(run: Run, flow: str, node: str | None = None) -> float:
@@ -104,17 +239,38 @@ def receiver_ratio(run: Run, flow: str, numerator: str, denominator: str) -> flo
 
 @measure("stair.dilation_max", unit="1")
 def dilation_max(run: Run, flow: str, src: str, dst: str, nodes: list[str],
-                 quantile: float = 1.0) -> float:
+                 quantile: float = 1.0, basis: str = "link") -> float:
     """The largest (or the ``quantile``) per-second dilation of ``src -> dst`` (Def. 4)."""
-    series = dilation_series(run, flow, src, dst, nodes)
+    series = dilation_series(run, flow, src, dst, nodes, basis)
     return float(series.quantile(quantile)) if len(series) else math.nan
 
 
 @measure("stair.dilation_mean", unit="1")
-def dilation_mean(run: Run, flow: str, src: str, dst: str, nodes: list[str]) -> float:
+def dilation_mean(run: Run, flow: str, src: str, dst: str, nodes: list[str],
+                  basis: str = "link") -> float:
     """Mean per-second dilation of ``src -> dst`` over the window."""
-    series = dilation_series(run, flow, src, dst, nodes)
+    series = dilation_series(run, flow, src, dst, nodes, basis)
     return float(series.mean()) if len(series) else math.nan
+
+
+@measure("stair.dilation_above", unit="s")
+def dilation_above(run: Run, flow: str, src: str, dst: str, nodes: list[str],
+                   bound: float = 1.81, basis: str = "link") -> float:
+    """Seconds of the window whose dilation of ``src -> dst`` exceeds ``bound``."""
+    series = dilation_series(run, flow, src, dst, nodes, basis)
+    return float((series > bound).sum()) if len(series) else math.nan
+
+
+@measure("stair.leave_overhead", unit="1")
+def leave_overhead(run: Run, flow: str, src: str, dst: str, nodes: list[str]) -> float:
+    """What ``src -> dst`` carried over the union of the groups its receivers were
+    receiving, over the window: above 1 by the groups routers still forward after the
+    last downstream leave (the IGMP/PIM leave latency)."""
+    table = _load(run, flow, src, dst, nodes)
+    lo, hi = run.window
+    table = table[(table.index > lo) & (table.index <= hi)]
+    union = float(table["union"].sum())
+    return float(table["carried"].sum()) / union if union > 0 else math.nan
 
 
 def _rates(run: Run, flow: str, node: str | None = None) -> pd.Series:
@@ -171,14 +327,23 @@ def versus_tcp(run: Run, folder: Path, flow: str, panels: list[dict],
 @figure("stair.dilation")
 def dilation_figure(run: Run, folder: Path, flow: str, src: str, dst: str, nodes: list[str],
                     bound: float = 1.81, name: str = "stair-dilation") -> list[Path]:
-    """Fig. 14: the dilation of ``src -> dst`` per second, with the worst-case bound."""
-    series = dilation_series(run, flow, src, dst, nodes)
+    """Fig. 14: the dilation of ``src -> dst`` per second (from the link's counters and
+    from the receivers' subscriptions), with the worst-case bound."""
+    link = dilation_series(run, flow, src, dst, nodes, "link")
+    demanded = dilation_series(run, flow, src, dst, nodes, "demanded")
+    static = dilation_series(run, flow, src, dst, nodes, "static")
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(7, 2.8))
-        ax.plot(series.index, series.values, color="#2c3e50", lw=1.0, label=f"{src}-{dst}")
+        ax.plot(link.index, link.values, color="#2c3e50", lw=1.0,
+                label=f"{src}-{dst}, link counters")
+        ax.plot(demanded.index, demanded.values, color="#8e44ad", lw=0.9, ls=":",
+                label="receivers' groups (no leave latency)")
+        ax.plot(static.index, static.values, color="#27ae60", lw=0.8, ls="--",
+                label="CLs and NCLs only")
         ax.axhline(bound, color="#c0392b", ls="--", lw=0.9, label=f"bound {bound:g} (Lemma 4)")
         ax.axhline(1.0, color="#7f8c8d", lw=0.6)
-        ax.set_ylim(0.8, max(bound, float(series.max()) if len(series) else 1) + 0.1)
+        top = max([bound, *(float(s.max()) for s in (link, demanded) if len(s))])
+        ax.set_ylim(0.8, top + 0.1)
         ax.set_xlabel("time (s)")
         ax.set_ylabel("dilation")
         ax.legend(fontsize=8)
@@ -202,12 +367,24 @@ def joined_stair(run: Run, flow: str, node: str) -> int | None:
     return int(rows["value"].mode().iloc[0]) if len(rows) else None
 
 
+def measured_rtt(run: Run, flow: str, node: str) -> float:
+    """A receiver's mean RTT estimate over the window in seconds (its ``rtt_ms`` gauge;
+    nan without one): the RTT its TCP flows saw too, queueing included."""
+    table = run.protocol
+    rows = table[(table["flow"] == flow) & (table["node"] == node)
+                 & (table["name"] == "rtt_ms") & (table["t"] > run.window[0])
+                 & (table["value"] > 0)]
+    return float(rows["value"].mean()) / 1e3 if len(rows) else math.nan
+
+
 @sweep_figure("stair.fig10")
 def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[str],
           fixed_one_way: str = "4ms", stair_base: str = "16ms", stair_layers: int = 5,
           name: str = "stair-fig10") -> list[Path]:
     """Fig. 10: STAIR's and TCP's mean throughput against the RTT, and the expected STAIR
-    throughput, TCP's x RTT / the stair layer's RTT (simple option)."""
+    throughput, TCP's x RTT / the stair layer's RTT (simple option): for the path's RTT
+    and the layer it selects, for the layer joined, and for the RTT measured (queueing
+    included, as TCP sees it) and the layer joined."""
     rtts = stair_rtts(parse_duration(stair_base), stair_layers)
     points = []
     for p in sweep.points:
@@ -219,9 +396,11 @@ def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[
         tcp_mean = sum(_throughput(p.run, f) for f in tcp) / len(tcp) if tcp else math.nan
         (layer,) = select_simple(rtt, rtts)
         joined = joined_stair(p.run, flow, node)
+        seen = measured_rtt(p.run, flow, node)
         points.append((rtt, _throughput(p.run, flow, node), tcp_mean,
                        tcp_mean * rtt / rtts[layer],
-                       tcp_mean * rtt / rtts[joined] if joined is not None else math.nan))
+                       tcp_mean * rtt / rtts[joined] if joined is not None else math.nan,
+                       tcp_mean * seen / rtts[joined] if joined is not None else math.nan))
     points.sort()
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(6, 3.2))
@@ -235,6 +414,8 @@ def fig10(sweep: Sweep, folder: Path, flow: str, node: str, receiver_link: list[
                     label="expected STAIR (TCP x RTT / stair RTT)")
             ax.plot(x, [p[4] / scale for p in points], ":", color="#8e44ad",
                     label="same, with the stair layer the receiver joined")
+            ax.plot(x, [p[5] / scale for p in points], "-.", color="#27ae60",
+                    label="same, with the RTT the receiver measured")
             ax.set_ylabel(f"throughput ({unit})")
             ax.legend(fontsize=8)
         ax.set_xlabel("RTT (ms)")
