@@ -258,7 +258,8 @@ def red_point(lab: Lab, s: Setting, target: float, quick: bool) -> dict:
         start = time.monotonic()
         while not stop.is_set():
             c = forward_counters(lab)
-            if time.monotonic() - start > warm:
+            # The kernel's red qdisc does not report its average (counters say None).
+            if time.monotonic() - start > warm and c["red_avg"] is not None:
                 samples.append(c["red_avg"])
             stop.wait(0.1)
 

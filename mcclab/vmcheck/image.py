@@ -1,15 +1,21 @@
 """Build the cached base image from Debian packages, without mounts or loop devices.
 
 1. debootstrap (Debian 12, kernel, grub, sshd, sudo, python3) into a directory;
-2. write the guest files and keys, run the chroot commands (useradd, CA, networkd);
-3. lay the directory out as an ext4 partition inside a raw disk (``mkfs.ext4 -d``
+2. install, natively in the chroot, ansible-core and the Debian packages the
+   playbook's apt tasks name (read from ansible/, see ``playbook.py``), with
+   service starts blocked by policy-rc.d;
+3. write the guest files and keys, run the chroot commands (useradd, CA, networkd);
+4. lay the directory out as an ext4 partition inside a raw disk (``mkfs.ext4 -d``
    at the partition's offset, partition table by sfdisk on the file);
-4. convert to qcow2, boot it once with QEMU's direct kernel boot and install grub
+5. convert to qcow2, boot it once with QEMU's direct kernel boot and install grub
    from inside the guest (``grub-install /dev/vda``), power off;
-5. publish ``base-<digest>.qcow2`` by rename, so a half-built image is never used.
+6. publish ``base-<digest>.qcow2`` by rename, so a half-built image is never used.
 
 Nothing on the host is mounted: debootstrap mounts /proc and /sys inside its
-target while it installs, and unmounts them itself (``leftover_mounts`` checks).
+target while it installs, and unmounts them itself (``leftover_mounts`` checks);
+the package installs see a /proc mounted in a private mount namespace of their
+own (``unshare --mount``), which the kernel tears down with the last process in
+it, even if the check is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -21,14 +27,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mcclab.vmcheck import recipe as rc
+from mcclab.vmcheck.playbook import Provisioning
 from mcclab.vmcheck.ssh import Keys
 
 Run = Callable[[list[str]], None]
 
 
 def host_recipe(keys: Keys, etc: Path = Path("/etc"), env: dict[str, str] | None = None,
-                ca_dir: Path = Path(rc.CA_DIR)) -> rc.Recipe:
-    """The recipe for this host: its mirror, apt/pip settings and CAs, the check's keys."""
+                ca_dir: Path = Path(rc.CA_DIR), prov: Provisioning | None = None,
+                wheelhouse: str | None = None) -> rc.Recipe:
+    """The recipe for this host: its mirror, apt/pip settings and CAs, the check's keys.
+
+    ``prov``: what the playbook installs, preinstalled in the image; ``wheelhouse``:
+    the guest folder its pip installs from.
+    """
     env = dict(os.environ) if env is None else env
     sources = _enabled_sources(etc / "apt")
     mirror = next((m for _, text in sources if (m := rc.sources_mirror(text))), None)
@@ -45,7 +57,8 @@ def host_recipe(keys: Keys, etc: Path = Path("/etc"), env: dict[str, str] | None
     for ca in cas:
         files.append(rc.GuestFile(f"{rc.CA_DIR}/{ca.name}", ca.read_text()))
     host_pip = etc / "pip.conf"
-    pip = rc.pip_conf(host_pip.read_text() if host_pip.exists() else None, env, bool(cas))
+    pip = rc.pip_conf(host_pip.read_text() if host_pip.exists() else None, env, bool(cas),
+                      wheelhouse)
     if pip:
         files.append(rc.GuestFile("/etc/pip.conf", pip))
     client_pub = keys.client.with_suffix(".pub").read_text()
@@ -53,8 +66,11 @@ def host_recipe(keys: Keys, etc: Path = Path("/etc"), env: dict[str, str] | None
     files.append(rc.GuestFile("/etc/ssh/ssh_host_ed25519_key", keys.host.read_text(), 0o600))
     host_pub = keys.host.with_suffix(".pub").read_text()
     files.append(rc.GuestFile("/etc/ssh/ssh_host_ed25519_key.pub", host_pub))
+    files.append(rc.GuestFile(*rc.DPKG_UNSAFE_IO))
     return rc.Recipe(mirror=mirror or rc.DEFAULT_MIRROR, files=files,
-                     authorized_key=client_pub, host_key_pub=host_pub)
+                     authorized_key=client_pub, host_key_pub=host_pub,
+                     playbook_packages=prov.packages if prov else (),
+                     debconf=prov.debconf if prov else ())
 
 
 def _enabled_sources(apt: Path) -> list[tuple[str, str]]:
@@ -112,13 +128,28 @@ def leftover_mounts(under: Path) -> list[str]:
     return out
 
 
+def chroot_with_proc(root: Path, cmd: list[str]) -> list[str]:
+    """``cmd`` in the chroot ``root`` with /proc mounted in a private mount namespace.
+
+    The mount exists only in that namespace: the host never sees it, and it goes
+    away with the namespace's last process however the command ends.
+    """
+    script = 'mount -t proc proc "$1/proc" && root="$1" && shift && exec chroot "$root" "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
+            "chroot-with-proc", str(root), *cmd]
+
+
 def build_rootfs(recipe: rc.Recipe, root: Path, run: Run) -> None:
-    """debootstrap into ``root``, then configure it for the check."""
+    """debootstrap into ``root``, preinstall the playbook's packages, configure for the check."""
     if root.exists():
         shutil.rmtree(root)
     run(recipe.debootstrap_argv(str(root)))
+    write_files(root, [rc.GuestFile(*rc.DPKG_UNSAFE_IO),
+                       rc.GuestFile(rc.POLICY_RC_D, "#!/bin/sh\nexit 101\n", 0o755)])
     # Before the guest files: resolv.conf is still the host's copy here.
-    run(["chroot", str(root), *rc.PREINSTALL])
+    for cmd in recipe.preinstall_commands():
+        run(chroot_with_proc(root, cmd))
+    (root / rc.POLICY_RC_D.lstrip("/")).unlink()
     run(["chroot", str(root), *rc.USERADD])  # before the files: they include its ~/.ssh
     write_files(root, recipe.files)
     for cmd in rc.chroot_commands():

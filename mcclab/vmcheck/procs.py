@@ -13,6 +13,19 @@ from pathlib import Path
 from typing import IO
 
 
+def priority_prefix(nice: int = 0, idle: bool = False) -> list[str]:
+    """Commands that start the rest of an argv at a lower CPU priority (inherited by children).
+
+    ``idle``: SCHED_IDLE (``chrt --idle 0``), CPU time only when nothing else on
+    the host wants it, for sharing the host with latency-sensitive work such as
+    another lab's userspace link emulator. ``nice``: a niceness (0 = normal).
+    """
+    if not 0 <= nice <= 19:
+        raise ValueError(f"nice must be 0..19, not {nice}")
+    argv = ["chrt", "--idle", "0"] if idle else []
+    return argv + (["nice", "-n", str(nice)] if nice else [])
+
+
 class CommandFailed(RuntimeError):
     """A step's command exited non-zero or timed out."""
 
@@ -27,14 +40,17 @@ def run_logged(argv: list[str], log: Path, timeout: float,
     """Run ``argv`` (own session), append its output to ``log``, return (status, output).
 
     ``stdout_to`` takes stdout instead of the log (for tar streams); stderr
-    always goes to the log. On timeout or Ctrl-C the process group gets SIGINT,
-    then SIGKILL; a timeout returns status 124, an interrupt re-raises.
+    always goes to the log. Each logged line starts with the seconds since the
+    command started (per-task timings of a playbook run); the returned output
+    is unchanged. On timeout or Ctrl-C the process group gets SIGINT, then
+    SIGKILL; a timeout returns status 124, an interrupt re-raises.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     chunks: list[str] = []
     with log.open("a") as out:
         out.write(f"\n$ {' '.join(argv)}\n")
         out.flush()
+        started = time.monotonic()
         proc = subprocess.Popen(argv, stdin=stdin,
                                 stdout=stdout_to if stdout_to is not None else subprocess.PIPE,
                                 stderr=subprocess.STDOUT if stdout_to is None else subprocess.PIPE,
@@ -48,7 +64,7 @@ def run_logged(argv: list[str], log: Path, timeout: float,
             for raw in iter(stream.readline, b""):
                 line = raw.decode(errors="replace")
                 chunks.append(line)
-                out.write(line)
+                out.write(f"[{time.monotonic() - started:7.1f} s] {line}")
                 out.flush()
                 if status and line.strip():
                     status(line.strip())

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcclab.vmcheck.procs import priority_prefix
+
 QEMU = "qemu-system-x86_64"
 LOOPBACK = "127.0.0.1"
 
@@ -30,7 +32,8 @@ class VmSpec:
     pidfile: Path
     cpus: int = 2
     memory_mb: int = 4096
-    nice: int = 10
+    nice: int = 0
+    idle: bool = False  # SCHED_IDLE (see procs.priority_prefix)
     # Direct kernel boot (first boot of a fresh image, before grub is installed).
     kernel: Path | None = None
     initrd: Path | None = None
@@ -40,14 +43,13 @@ class VmSpec:
 
 
 def qemu_argv(vm: VmSpec) -> list[str]:
-    """The full command line, ``nice`` included.
+    """The full command line, with ``chrt``/``nice`` in front if asked for.
 
     TCG (software emulation) with every CPU feature: /dev/kvm on this host cannot
     run a stock guest kernel. ``cache=unsafe``: the overlay is thrown away after
     the check, and guest fsyncs are then free.
     """
-    argv = ["nice", "-n", str(vm.nice)] if vm.nice else []
-    argv += [
+    argv = priority_prefix(vm.nice, vm.idle) + [
         QEMU, "-name", vm.name,
         "-machine", "pc", "-accel", "tcg,thread=multi", "-cpu", "max",
         "-smp", str(vm.cpus), "-m", str(vm.memory_mb),

@@ -19,16 +19,17 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mcclab.vmcheck import compare, guest, image
+from mcclab.vmcheck import compare, guest, image, playbook, wheels
 from mcclab.vmcheck import recipe as rc
-from mcclab.vmcheck.procs import CommandFailed, run_logged, stop_group
+from mcclab.vmcheck.procs import CommandFailed, priority_prefix, run_logged, stop_group
 from mcclab.vmcheck.qemu import Qemu, VmSpec, free_port, kill_group, overlay_argv, stale_qemu
 from mcclab.vmcheck.ssh import Keys, SshTimeout, ssh_argv, wait_for_ssh
 
 REPO = Path(__file__).resolve().parents[2]
+LINKEMU = REPO / "linkemu" / "mcclab-linkemu"
 console = Console()
 HOST_TOOLS = ("qemu-system-x86_64", "qemu-img", "debootstrap", "sfdisk", "mkfs.ext4", "chroot",
-              "ssh", "ssh-keygen", "git", "tar", "nice")
+              "unshare", "ssh", "ssh-keygen", "git", "tar", "nice", "chrt")
 
 
 @dataclass
@@ -40,7 +41,10 @@ class Options:
     rebuild: bool = False
     cpus: int = 2
     memory_mb: int = 4096
-    nice: int = 10
+    # CPU priority of QEMU and of the image and wheelhouse builds (normal by
+    # default; idle = SCHED_IDLE for a host shared with latency-sensitive labs).
+    nice: int = 0
+    idle: bool = False
     boot_timeout: float = 600.0
     host_fidelity: bool = True
     fidelity_quick: bool = True
@@ -114,8 +118,14 @@ class Check:
         """The log file of a step."""
         return self.out / "logs" / f"{name}.log"
 
-    def host(self, argv: list[str], log: str, timeout: float, what: str) -> str:
-        """Run a host command; raise CommandFailed (with the log's path) if it fails."""
+    def host(self, argv: list[str], log: str, timeout: float, what: str,
+             heavy: bool = False) -> str:
+        """Run a host command; raise CommandFailed (with the log's path) if it fails.
+
+        ``heavy`` (CPU-bound build work) runs at the check's QEMU priority.
+        """
+        if heavy:
+            argv = priority_prefix(self.opts.nice, self.opts.idle) + argv
         rc_, output = run_logged(argv, self.log(log), timeout, self.status(what))
         if rc_ != 0:
             raise CommandFailed(f"{what}: exit status {rc_} (log: {self.log(log)})")
@@ -139,7 +149,8 @@ class Check:
         self.port = free_port()
         spec = VmSpec(disk=disk, ssh_port=self.port, console_log=folder / "console.log",
                       pidfile=folder / "qemu.pid", cpus=self.opts.cpus,
-                      memory_mb=self.opts.memory_mb, nice=self.opts.nice)
+                      memory_mb=self.opts.memory_mb, nice=self.opts.nice,
+                      idle=self.opts.idle)
         if kernel is not None:
             spec.kernel, spec.initrd = kernel
             spec.append = f"root=LABEL={rc.ROOT_LABEL} rw {rc.KERNEL_CMDLINE}"
@@ -164,30 +175,65 @@ class Check:
 
     # ------------------------------------------------------------ image
 
+    def playbook_extra_vars(self) -> dict[str, object]:
+        """The extra vars the playbook runs with (also used to read its package lists)."""
+        return guest.extra_vars(self.opts.optional_packages)
+
+    def wheelhouse(self) -> Path:
+        """The cached wheelhouse for the checkout's pyproject.toml, built natively if missing."""
+        cache = self.opts.cache
+        with self.step("wheelhouse (pip wheel on the host)") as st:
+            if why := wheels.host_matches_guest():
+                raise CommandFailed(why)
+            prov = playbook.provisioning(REPO / "ansible", self.playbook_extra_vars())
+            reqs = wheels.requirements((REPO / "pyproject.toml").read_text(), prov.pip_extras)
+            house = cache / ("wheels-" + wheels.digest(reqs, wheels.GUEST_PYTHON,
+                                                       wheels.GUEST_MACHINE))
+            if house.is_dir() and wheels.wheel_files(house) and not self.opts.rebuild:
+                st.note = f"{house.name} (cached)"
+                return house
+            tmp = cache / "wheels-build"
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                self.host(wheels.pip_wheel_argv(sys.executable, reqs, tmp), "wheelhouse", 1800,
+                          "pip wheel", heavy=True)
+                shutil.rmtree(house, ignore_errors=True)
+                tmp.rename(house)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            for old in cache.glob("wheels-*"):
+                if old != house:
+                    shutil.rmtree(old, ignore_errors=True)
+            st.note = f"{house.name}, {len(wheels.wheel_files(house))} wheels"
+            return house
+
     def image(self) -> Path:
         """The cached base image for this host's recipe, built if missing."""
         assert self.keys is not None
         cache = self.opts.cache
         with self.step("keys and recipe") as st:
             made = self.keys.ensure()
-            recipe = image.host_recipe(self.keys)
+            prov = playbook.provisioning(REPO / "ansible", self.playbook_extra_vars())
+            recipe = image.host_recipe(self.keys, prov=prov, wheelhouse=wheels.GUEST_WHEELHOUSE)
             base = cache / f"base-{recipe.digest()}.qcow2"
-            st.note = (f"{base.name}, mirror {recipe.mirror}"
-                       + (", new keys" if made else ""))
+            st.note = (f"{base.name}, mirror {recipe.mirror}, {len(prov.packages)} playbook "
+                       "packages" + (", new keys" if made else ""))
         if base.exists() and not self.opts.rebuild:
             self.steps[-1].note += " (cached)"
             return base
         build = cache / "build"
         try:
-            with self.step("debootstrap Debian 12 (kernel, grub, sshd, sudo, python3)"):
+            with self.step("debootstrap Debian 12, the playbook's packages in the chroot"):
                 build.mkdir(parents=True, exist_ok=True)
                 image.build_rootfs(recipe, build / "rootfs",
-                                   lambda argv: self.host(argv, "build", 3600, "debootstrap"))
+                                   lambda argv: self.host(argv, "build", 3600, "debootstrap",
+                                                          heavy=True))
                 if left := image.leftover_mounts(build):
                     raise CommandFailed(f"mounts left under {build}: {left}")
             with self.step("disk image (ext4 by mkfs -d, qcow2)"):
                 image.make_disk(build / "rootfs", build / "disk.raw", build / "base.qcow2",
-                                lambda argv: self.host(argv, "build", 1800, "disk"))
+                                lambda argv: self.host(argv, "build", 1800, "disk",
+                                                       heavy=True))
                 kernel = image.kernel_files(build / "rootfs")
                 kernel = (self._copy(kernel[0], build), self._copy(kernel[1], build))
                 shutil.rmtree(build / "rootfs")
@@ -267,11 +313,27 @@ class Check:
         if rc_ != 0 or tar.returncode != 0:
             raise CommandFailed(f"copying the checkout failed (log: {self.log('provision')})")
 
-    def provision(self) -> None:
+    def copy_wheelhouse(self, house: Path) -> None:
+        """The wheelhouse into the guest folder its pip.conf names."""
+        assert self.keys is not None
+        tar = subprocess.Popen(["tar", "-c", "-C", str(house), "."], stdout=subprocess.PIPE,
+                               start_new_session=True)
+        try:
+            rc_, _ = run_logged(ssh_argv(self.keys, self.port, guest.unpack_wheelhouse()),
+                                self.log("provision"), 900, stdin=tar.stdout)
+        finally:
+            tar.wait(60)
+        if rc_ != 0 or tar.returncode != 0:
+            raise CommandFailed(f"copying the wheelhouse failed (log: {self.log('provision')})")
+
+    def provision(self, house: Path) -> None:
         """ansible-core from Debian, then the playbook twice; the second must change nothing."""
         with self.step("copy the checkout to /vagrant") as st:
             self.copy_checkout()
             st.note = "git ls-files, tar over ssh"
+        with self.step("copy the wheelhouse") as st:
+            self.copy_wheelhouse(house)
+            st.note = f"{len(wheels.wheel_files(house))} wheels to {wheels.GUEST_WHEELHOUSE}"
         with self.step("install ansible-core (apt)"):
             self.ssh(guest.install_ansible(), "provision", 1800, "apt")
         for n in (1, 2):
@@ -398,6 +460,11 @@ def run(opts: Options) -> int:
         console.print(f"[red]missing host tools:[/red] {', '.join(missing)} — apt-get install "
                       "qemu-system-x86 qemu-utils debootstrap fdisk openssh-client")
         return 2
+    if opts.host_fidelity and not LINKEMU.exists():
+        # Found out only when the host measurement starts (after the image build) otherwise.
+        console.print(f"[red]{LINKEMU} is missing[/red] (the host-side measurement needs it): "
+                      "run 'make -C linkemu' (make vm-check does), or pass --no-host-fidelity")
+        return 2
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = opts.out or REPO / "results" / f"vm-check-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
@@ -417,6 +484,7 @@ def run(opts: Options) -> int:
         with progress:
             for note in clean_stale(opts.cache):
                 console.print(f"[yellow]stale state from an earlier check:[/yellow] {note}")
+            house = chk.wheelhouse()
             base = chk.image()
             if opts.host_fidelity:
                 chk.start_host_fidelity(fidelity_args)
@@ -427,7 +495,7 @@ def run(opts: Options) -> int:
                 with chk.step("boot (QEMU TCG, overlay on the cached image)"):
                     subprocess.run(overlay_argv(base, overlay), check=True)
                     chk.boot(overlay, chk.run_dir)
-                chk.provision()
+                chk.provision(house)
                 inner_ok = chk.inner_checks(fidelity_args)
                 with chk.step("bring results back"):
                     chk.fetch_results()
@@ -449,6 +517,7 @@ def run(opts: Options) -> int:
         if chk.run_dir is not None:
             shutil.rmtree(chk.run_dir, ignore_errors=True)
         shutil.rmtree(opts.cache / "build", ignore_errors=True)
+        shutil.rmtree(opts.cache / "wheels-build", ignore_errors=True)
         left = leftovers(opts.cache)
         signal.signal(signal.SIGINT, signal.default_int_handler)
     minutes = (time.monotonic() - t0) / 60
