@@ -74,24 +74,25 @@ def star_subset(n: int) -> str:
                         " router r1. Star around router r0")
 
 
+def numbered_subset(base: str, host: str, n: int, why: str) -> str:
+    """topologies/<base>.yaml keeping only hosts whose number (regex ``host``) is <= n."""
+    def keep(node: str) -> bool:
+        m = re.fullmatch(host, node)
+        return not m or int(m.group(1)) <= n
+    return subset(f"{base}-n{n}", keep, f"# {base}.yaml {why}\n"
+                  "# the kernel's 31 usable multicast vifs (mcclab/routing/limits.py).\n")
+
+
 def fig7_subset(n: int = 8) -> str:
     """topologies/ormcc-fig7.yaml with receivers h1..hn only (Table I's quick profile)."""
-    def keep(node: str) -> bool:
-        m = re.fullmatch(r"h(\d+)", node)
-        return not m or int(m.group(1)) <= n
-    return subset(f"ormcc-fig7-n{n}", keep,
-                  f"# ormcc-fig7.yaml with receivers h1..h{n} only: 34 interfaces on r0 exceed\n"
-                  "# the kernel's 31 usable multicast vifs (mcclab/routing/limits.py).\n")
+    return numbered_subset("ormcc-fig7", r"h(\d+)", n,
+                           f"with receivers h1..h{n} only: 34 interfaces on r0 exceed")
 
 
 def fig5_subset(n: int = 4) -> str:
     """topologies/ormcc-fig5.yaml with n receivers per group (Fig. 6's quick profile)."""
-    def keep(node: str) -> bool:
-        m = re.fullmatch(r"g\dh(\d+)", node)
-        return not m or int(m.group(1)) <= n
-    return subset(f"ormcc-fig5-n{n}", keep,
-                  f"# ormcc-fig5.yaml with {n} receivers per group: r3 with 33 interfaces exceeds\n"
-                  "# the kernel's 31 usable multicast vifs (mcclab/routing/limits.py).\n")
+    return numbered_subset("ormcc-fig5", r"g\dh(\d+)", n,
+                           f"with {n} receivers per group: r3 with 33 interfaces exceeds")
 
 
 def fig10_subset(n: int = 8) -> str:
