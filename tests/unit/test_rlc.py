@@ -7,6 +7,7 @@ import math
 from collections import Counter
 
 import pytest
+from sender_clock import drive_sender
 
 from agents.rlc import NO_SP, RLC_EXT, SP_FLAG, RlcExt, RlcParams, RlcReceiver, RlcSender
 from agents.rlc_schedule import (
@@ -16,7 +17,7 @@ from agents.rlc_schedule import (
     sp_level,
     sp_spacing,
 )
-from agents.runtime.actions import Join, Leave, Send, SetTimer
+from agents.runtime.actions import Join, Leave, Send
 from agents.runtime.header import Header
 from agents.runtime.session import Session
 from agents.sim import Link, simulate
@@ -31,23 +32,10 @@ from mcclab.analysis.rlc_model import (
 TAU0 = 0.125
 
 
-def drive(core: RlcSender, duration: float) -> list[tuple[float, Send]]:
-    """Run a sender core on a bare simulated clock until ``duration``."""
-    now, out = 0.0, []
-    actions = core.start(now)
-    while True:
-        out += [(now, a) for a in actions if isinstance(a, Send)]
-        (timer,) = [a for a in actions if isinstance(a, SetTimer)]
-        assert timer.at > now
-        if timer.at >= duration:
-            return out
-        now = timer.at
-        actions = core.on_timer(now, timer.timer_id)
-
-
 def fig1(layers: int = 5, cycles: int = 32, P: int = 1) -> list[tuple[float, Send]]:  # noqa: N803
     """Fig. 1's setting: P = 1, W = 8, five layers."""
-    return drive(RlcSender(RlcParams(layers=layers, P=P, W=8, tau0="125ms")), cycles * 8 * TAU0)
+    core = RlcSender(RlcParams(layers=layers, P=P, W=8, tau0="125ms"))
+    return drive_sender(core, cycles * 8 * TAU0)
 
 
 def slot_of(t: float) -> int:
@@ -157,7 +145,7 @@ class Feed:
     """Deliver a precomputed sender schedule to a receiver core, with chosen drops."""
 
     def __init__(self, params: RlcParams, duration: float):
-        self.sends = drive(RlcSender(params), duration)
+        self.sends = drive_sender(RlcSender(params), duration)
         self.core = RlcReceiver(params)
         self.joined: set[int] = set()
         self.events: list[tuple[float, object]] = []

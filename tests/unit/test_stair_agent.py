@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from sender_clock import drive_sender
 
-from agents.runtime.actions import Feedback, Join, Leave, Log, Send, SetTimer
+from agents.runtime.actions import Feedback, Join, Leave, Log, SetTimer
 from agents.runtime.header import Header
 from agents.runtime.registry import get
 from agents.runtime.session import Session
@@ -99,19 +100,6 @@ def test_calibration_is_checked():
     assert get("stair").protocol_id == 6
 
 
-def drive_sender(core, duration):
-    now, out = 0.0, []
-    actions = core.start(now)
-    while True:
-        out += [(a, now) for a in actions if isinstance(a, Send)]
-        (timer,) = [a for a in actions if isinstance(a, SetTimer)]
-        assert timer.at > now
-        if timer.at >= duration:
-            return out
-        now = timer.at
-        actions = core.on_timer(now, timer.timer_id)
-
-
 def test_sender_layers_rates_and_headers():
     p = params()
     lay = Layout(p)
@@ -119,7 +107,7 @@ def test_sender_layers_rates_and_headers():
     sends = drive_sender(StairSender(p), 16.384)  # whole cycles of every stair
     for ch in range(lay.channels):
         kind, index = lay.layer(ch)
-        mine = [(a, t) for a, t in sends if a.channel == ch]
+        mine = [(a, t) for t, a in sends if a.channel == ch]
         assert {(a.ext.kind, a.ext.index) for a, _ in mine} == {(kind, index)}
         rate = len(mine) * 512 * 8 / 16.384
         if kind == SL:
