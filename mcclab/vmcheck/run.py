@@ -293,38 +293,37 @@ class Check:
 
     # ------------------------------------------------------------ inside the VM
 
+    def _tar_into_guest(self, tar_argv: list[str], unpack: str, timeout: float, what: str,
+                        names: bytes | None = None, cwd: Path | None = None) -> None:
+        """Stream a tar (fed ``names`` on stdin when given) over ssh into ``unpack``."""
+        assert self.keys is not None
+        tar = subprocess.Popen(tar_argv, cwd=cwd, start_new_session=True,
+                               stdin=subprocess.PIPE if names is not None else None,
+                               stdout=subprocess.PIPE)
+        if names is not None:
+            assert tar.stdin is not None
+            tar.stdin.write(names)
+            tar.stdin.close()
+        try:
+            rc_, _ = run_logged(ssh_argv(self.keys, self.port, unpack),
+                                self.log("provision"), timeout, stdin=tar.stdout)
+        finally:
+            tar.wait(60)
+        if rc_ != 0 or tar.returncode != 0:
+            raise CommandFailed(f"copying {what} failed (log: {self.log('provision')})")
+
     def copy_checkout(self) -> None:
         """Tracked files of the checkout (with uncommitted edits) into /vagrant."""
-        assert self.keys is not None
         files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
                                check=True).stdout.split(b"\0")
         present = b"\0".join(f for f in files if f and (REPO / f.decode()).exists())
-        tar = subprocess.Popen(["tar", "-c", "--null", "-T", "-"], cwd=REPO,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               start_new_session=True)
-        assert tar.stdin is not None
-        tar.stdin.write(present)
-        tar.stdin.close()
-        try:
-            rc_, _ = run_logged(ssh_argv(self.keys, self.port, guest.unpack_checkout()),
-                                self.log("provision"), 600, stdin=tar.stdout)
-        finally:
-            tar.wait(60)
-        if rc_ != 0 or tar.returncode != 0:
-            raise CommandFailed(f"copying the checkout failed (log: {self.log('provision')})")
+        self._tar_into_guest(["tar", "-c", "--null", "-T", "-"], guest.unpack_checkout(), 600,
+                             "the checkout", names=present, cwd=REPO)
 
     def copy_wheelhouse(self, house: Path) -> None:
         """The wheelhouse into the guest folder its pip.conf names."""
-        assert self.keys is not None
-        tar = subprocess.Popen(["tar", "-c", "-C", str(house), "."], stdout=subprocess.PIPE,
-                               start_new_session=True)
-        try:
-            rc_, _ = run_logged(ssh_argv(self.keys, self.port, guest.unpack_wheelhouse()),
-                                self.log("provision"), 900, stdin=tar.stdout)
-        finally:
-            tar.wait(60)
-        if rc_ != 0 or tar.returncode != 0:
-            raise CommandFailed(f"copying the wheelhouse failed (log: {self.log('provision')})")
+        self._tar_into_guest(["tar", "-c", "-C", str(house), "."], guest.unpack_wheelhouse(),
+                             900, "the wheelhouse")
 
     def provision(self, house: Path) -> None:
         """ansible-core from Debian, then the playbook twice; the second must change nothing."""

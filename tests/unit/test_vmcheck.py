@@ -498,3 +498,24 @@ def test_run_logged_returns_the_output_and_timestamps_the_log(tmp_path):
     lines = log.read_text().splitlines()
     assert lines[-2].endswith("] PLAY RECAP") and lines[-2].startswith("[")
     assert float(lines[-1][1:].split(" s]")[0]) >= 0
+
+
+def test_tar_into_guest_streams_a_folder_and_reports_failure(tmp_path, monkeypatch):
+    from mcclab.vmcheck import run as vmrun
+    from mcclab.vmcheck.procs import CommandFailed
+
+    house, dest = tmp_path / "house", tmp_path / "dest"
+    house.mkdir()
+    dest.mkdir()
+    (house / "a-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    # The guest side is a local shell: what the ssh command would run, run here.
+    monkeypatch.setattr(vmrun, "ssh_argv", lambda keys, port, command: ["sh", "-c", command])
+    check = object.__new__(vmrun.Check)
+    check.keys, check.port = object(), 0
+    check.log = lambda name: tmp_path / f"{name}.log"
+    monkeypatch.setattr(vmrun.guest, "unpack_wheelhouse", lambda: f"tar -x -C {dest}")
+    check.copy_wheelhouse(house)
+    assert (dest / "a-1.0-py3-none-any.whl").read_bytes() == b"wheel"
+    monkeypatch.setattr(vmrun.guest, "unpack_wheelhouse", lambda: "exit 3")
+    with pytest.raises(CommandFailed, match="the wheelhouse"):
+        check.copy_wheelhouse(house)
