@@ -214,12 +214,16 @@ def analyze(topo: Topology, mroutes: Path, run: Path, flow: str) -> dict[str, di
     with mroutes.open() as fh:
         rows = list(csv.DictReader(fh))
     leaves: dict[str, list[tuple[float, str]]] = {}
+    stops = []
     for log in sorted((run / "logs").glob(f"{flow}-receiver-*.jsonl")):
         node = log.stem.removeprefix(f"{flow}-receiver-")
         with log.open() as fh:
-            recs = [json.loads(line) for line in fh if '"leave"' in line]
+            recs = [json.loads(line) for line in fh if '"leave"' in line or '"stop"' in line]
         leaves[node] = [(r["t"], r["group"]) for r in recs if r.get("event") == "leave"]
-    removed = [r for r in removals(rows) if r.peer != "?"]
+        stops += [r["t"] for r in recs if r.get("event") == "stop"]
+    # The receivers' own teardown (every group at once) is not the protocol's leaves.
+    until = min(stops, default=float("inf"))
+    removed = [r for r in removals(rows) if r.peer != "?" and r.t < until]
     below = {(r.router, r.peer): downstream(topo, r.router, r.peer, list(leaves))
              for r in removed}
     hosts = set(topo.names("host"))
