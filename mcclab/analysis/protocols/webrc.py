@@ -144,28 +144,33 @@ def mrtt_samples(run: Run, flow: str, node: str, window: bool = True) -> list[Sa
     return [s for s in items if start < s.t_first - clock0 <= end]
 
 
-MRTT_PARTS = ("sample", "down", "join", "wait", "artt_lag", "join_low", "join_high",
+MRTT_PARTS = ("sample", "used", "down", "join", "wait", "artt_lag", "join_low", "join_high",
               "spacing", "expected")
 
 
 @measure("webrc.mrtt", unit="s")
 def mrtt(run: Run, flow: str, node: str, part: str = "sample") -> float:
-    """Mean of the MRTT samples in the window, or one part of it: ``down`` (first packet's
+    """Mean of the MRTT samples in the window (join sent -> first packet), ``used`` (the
+    mean of the values the receiver fed into ARTT: the samples minus half the spacing
+    with ``mrtt_spacing_correction``), or one part of the sample: ``down`` (first packet's
     one-way time), ``join`` (join sent -> forwarding state, estimated), ``wait`` (half the
     joined wave's packet spacing), ``artt_lag`` (ARTT minus the samples' mean),
     ``join_low``/``join_high`` (the interval all samples allow a constant join latency),
-    ``spacing`` (the joined waves' packet spacing), ``expected`` (the mean sample the
-    wait's fixed point predicts from the measured down + join and the window's LOSSP,
-    :func:`~mcclab.analysis.webrc_mrtt.expected_mrtt`)."""
+    ``spacing`` (the joined waves' packet spacing), ``expected`` (where ARTT should
+    settle: with the spacing correction the mean of the values used, ``down + join``;
+    without it the wait's fixed point from the measured down + join and the window's
+    LOSSP, :func:`~mcclab.analysis.webrc_mrtt.expected_mrtt`)."""
     if part not in MRTT_PARTS:
         raise ValueError(f"part must be one of {', '.join(MRTT_PARTS)}, not {part!r}")
     d = decompose(mrtt_samples(run, flow, node))
     if part == "expected":
         from agents.webrc.params import WebrcParams
 
-        p = WebrcParams.model_validate(_flow_extra(run, flow).get("params") or {}).p
-        return expected_mrtt(d.down + d.join, window_mean(run, "lossp", flow, node), p)
-    return {"sample": d.mrtt, "down": d.down, "join": d.join, "wait": d.wait,
+        params = WebrcParams.model_validate(_flow_extra(run, flow).get("params") or {})
+        if params.mrtt_spacing_correction:
+            return d.down + d.join
+        return expected_mrtt(d.down + d.join, window_mean(run, "lossp", flow, node), params.p)
+    return {"sample": d.mrtt, "used": d.used, "down": d.down, "join": d.join, "wait": d.wait,
             "artt_lag": d.artt_lag, "join_low": d.join_low, "join_high": d.join_high,
             "spacing": d.spacing}[part]
 
