@@ -234,10 +234,13 @@ def mrtt_figure(run: Run, folder: Path, flow: str = "webrc") -> list[Path]:
             ax.plot(t, [s.down for s in items], ".", ms=3, label="packet's way down")
             ax.plot(t, [min(s.spacing, 1.0) for s in items], "x", ms=3,
                     label="wave packet spacing")
+            if any(s.used != s.sample for s in items):
+                ax.plot(t, [s.used for s in items], "+", ms=4, label="value used (sample - spacing/2)")
             ax.plot(t, [s.artt for s in items], "-", lw=1, color="k", label="ARTT")
             d = decompose(mrtt_samples(run, flow, node))
             ax.set_title(f"{node}: window mean {d.mrtt:.3f} s = down {d.down:.3f} + join "
-                         f"{d.join:.3f} + wait {d.wait:.3f}; ARTT {d.artt:.3f}", fontsize=8)
+                         f"{d.join:.3f} + wait {d.wait:.3f}; used {d.used:.3f}; "
+                         f"ARTT {d.artt:.3f}", fontsize=8)
             ax.set_ylabel("s")
             ax.set_ylim(0, max(0.6, 1.2 * max(s.sample for s in items[len(items) // 4:])))
             start, _ = _window(run)
