@@ -235,7 +235,8 @@ def mrtt_figure(run: Run, folder: Path, flow: str = "webrc") -> list[Path]:
             ax.plot(t, [min(s.spacing, 1.0) for s in items], "x", ms=3,
                     label="wave packet spacing")
             if any(s.used != s.sample for s in items):
-                ax.plot(t, [s.used for s in items], "+", ms=4, label="value used (sample - spacing/2)")
+                ax.plot(t, [s.used for s in items], "+", ms=4,
+                        label="value used (sample - spacing/2)")
             ax.plot(t, [s.artt for s in items], "-", lw=1, color="k", label="ARTT")
             d = decompose(mrtt_samples(run, flow, node))
             ax.set_title(f"{node}: window mean {d.mrtt:.3f} s = down {d.down:.3f} + join "
