@@ -44,6 +44,8 @@ from mcclab.monitoring import export, grafana
 from mcclab.monitoring import metric_names as mn
 from mcclab.monitoring import prometheus as prom
 from mcclab.processes import spawn
+from mcclab.slowdown import ENV as SCALE_ENV
+from mcclab.slowdown import scaled
 from mcclab.state import LabState, TrackedProcess, all_states, kill_group
 
 if TYPE_CHECKING:
@@ -194,14 +196,20 @@ def _iperf_sources(launches: LaunchPlan, protocols: dict[str, str]) -> list[Iper
 
 
 def _wait(check: Any, procs: list[TrackedProcess], what: str, log: Path) -> None:
-    """Poll ``check()`` until true; raise if a process died or time ran out."""
-    deadline = time.monotonic() + READY_TIMEOUT
+    """Poll ``check()`` until true; raise if a process died or time ran out.
+
+    The timeout is READY_TIMEOUT times ``MCCLAB_TIMEOUT_SCALE`` (a slow CPU, e.g.
+    the VM check's emulated guest, starts the exporter's Python far slower).
+    """
+    timeout = scaled(READY_TIMEOUT)
+    deadline = time.monotonic() + timeout
     while not check():
         if any(not p.alive() for p in procs):
             tail = log.read_text(errors="replace")[-800:] if log.exists() else ""
             raise RuntimeError(f"{what} exited during start-up: {tail.strip()}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} not ready within {READY_TIMEOUT:g}s")
+            raise RuntimeError(f"{what} not ready within {timeout:g}s (log: {log}); on a slow "
+                               f"machine set {SCALE_ENV} to stretch this wait")
         time.sleep(0.1)
 
 
@@ -308,8 +316,9 @@ def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> 
     # Prometheus applies new targets in batches every 5 s (static ones too), so its
     # first scrape comes up to 5 s after it starts. Waiting for it here, before any
     # flow starts, keeps the run's first seconds in the series.
-    if not _first_scrape(mon.prometheus_url, mon.run, FIRST_SCRAPE_TIMEOUT):
-        mon.notes.append(f"no scrape within {FIRST_SCRAPE_TIMEOUT:g}s of the start; "
+    first_scrape = scaled(FIRST_SCRAPE_TIMEOUT)
+    if not _first_scrape(mon.prometheus_url, mon.run, first_scrape):
+        mon.notes.append(f"no scrape within {first_scrape:g}s of the start; "
                          "the first seconds may be missing")
     mon.started = time.time()
     mon.grafana_base = grafana.grafana_base()
