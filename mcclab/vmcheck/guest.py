@@ -145,6 +145,7 @@ class Job:
     """
 
     name: str
+    root: str = JOBS
 
     def __post_init__(self) -> None:
         if not _SLUG.match(self.name):
@@ -153,7 +154,7 @@ class Job:
     @property
     def folder(self) -> str:
         """Guest folder with the job's log, status and process group id."""
-        return f"{JOBS}/{self.name}"
+        return f"{self.root}/{self.name}"
 
     def start(self, command: str) -> str:
         """Guest command starting ``command`` as root in a new session; returns at once.
