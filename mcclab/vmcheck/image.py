@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from mcclab.vmcheck import recipe as rc
@@ -80,6 +80,16 @@ def host_recipe(keys: Keys, etc: Path = Path("/etc"), env: dict[str, str] | None
                      debconf=prov.debconf if prov else (),
                      venv_command=venv_command, venv_install=venv_install,
                      wheels=tuple(wheels or ()) if venv_install else ())
+
+
+def build_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the image build's commands: the host's, minus its PIP_* settings.
+
+    The chroot's pip installs from the wheelhouse only; the host's pip settings
+    (e.g. a ``PIP_FIND_LINKS`` to a host path) reach the guest through its
+    /etc/pip.conf instead, and must not leak into the build.
+    """
+    return {k: v for k, v in env.items() if not k.startswith("PIP_")}
 
 
 def _enabled_sources(apt: Path) -> list[tuple[str, str]]:

@@ -120,14 +120,14 @@ class Check:
         return self.out / "logs" / f"{name}.log"
 
     def host(self, argv: list[str], log: str, timeout: float, what: str,
-             heavy: bool = False) -> str:
+             heavy: bool = False, env: dict[str, str] | None = None) -> str:
         """Run a host command; raise CommandFailed (with the log's path) if it fails.
 
         ``heavy`` (CPU-bound build work) runs at the check's QEMU priority.
         """
         if heavy:
             argv = priority_prefix(self.opts.nice, self.opts.idle) + argv
-        rc_, output = run_logged(argv, self.log(log), timeout, self.status(what))
+        rc_, output = run_logged(argv, self.log(log), timeout, self.status(what), env=env)
         if rc_ != 0:
             raise CommandFailed(f"{what}: exit status {rc_} (log: {self.log(log)})")
         return output
@@ -171,9 +171,12 @@ class Check:
                 if not self.vm.running():
                     raise CommandFailed(f"{what}: the VM stopped.\n{self.vm.exit_message()}")
                 try:
-                    res = subprocess.run(ssh_argv(self.keys, self.port, job.poll(offset)),
+                    # sshd in a guest saturated by a lab's start-up took over 10 s to
+                    # send its banner: allow a minute to connect.
+                    res = subprocess.run(ssh_argv(self.keys, self.port, job.poll(offset),
+                                                  connect_timeout=60),
                                          stdin=subprocess.DEVNULL, capture_output=True,
-                                         timeout=120)
+                                         timeout=180)
                 except subprocess.TimeoutExpired:
                     res = None
                 polled = None
@@ -181,7 +184,7 @@ class Check:
                     with contextlib.suppress(ValueError):
                         polled = guest.parse_poll(res.stdout)
                 if polled is None:
-                    why = "no answer in 120 s" if res is None else \
+                    why = "no answer in 180 s" if res is None else \
                         f"ssh exit {res.returncode}: {res.stderr.decode(errors='replace').strip()}"
                     if res is not None and res.returncode == 0:
                         why = f"unexpected answer {res.stdout[:80]!r}"
@@ -313,7 +316,8 @@ class Check:
                 build.mkdir(parents=True, exist_ok=True)
                 image.build_rootfs(recipe, build / "rootfs",
                                    lambda argv: self.host(argv, "build", 3600, "debootstrap",
-                                                          heavy=True),
+                                                          heavy=True,
+                                                          env=image.build_env(os.environ)),
                                    wheelhouse=house if recipe.venv_install else None)
                 if left := image.leftover_mounts(build):
                     raise CommandFailed(f"mounts left under {build}: {left}")

@@ -63,7 +63,7 @@ def options(features) -> LabOptions:
 
 @pytest.mark.parametrize("backend", ["frr", "pimd", "smcroute"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_multicast_reaches_only_joined_receivers(name, backend, kernel_features):
+def test_multicast_reaches_only_joined_receivers(name, backend, kernel_features, capsys):
     topo = with_routing(name, backend)
     joined = CASES[name]
     joiners = {h: [Flow(ASM_GROUP, ssm=False), Flow(SSM_GROUP, ssm=True)] for h in joined}
@@ -80,6 +80,9 @@ def test_multicast_reaches_only_joined_receivers(name, backend, kernel_features)
                 lo, hi = report.expected(host, TOLERANCE)
                 span = "{:.2f}-{:.2f} s".format(*report.window_of(host))
                 if host in joined:
+                    with capsys.disabled():
+                        print(f"\n{name}/{backend} {host} {group}: {got} packets in {span} "
+                              f"(expected {lo:.0f}-{hi:.0f})", end="")
                     assert report.full_rate(host, group, TOLERANCE), \
                         f"{host} {group}: {got} packets in {span}, expected {lo:.0f}-{hi:.0f}"
                 elif backend == "smcroute":

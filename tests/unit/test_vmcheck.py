@@ -663,3 +663,9 @@ def test_runtime_requirements_leave_out_the_build_system():
             'dependencies = ["pandas>=2"]\n[project.optional-dependencies]\ndev = ["pytest"]\n')
     assert wheels.runtime_requirements(text, "dev") == ["pandas>=2", "pytest"]
     assert "setuptools>=68" in wheels.requirements(text, "dev")
+
+
+def test_the_image_build_does_not_see_the_host_s_pip_settings():
+    env = image.build_env({"PATH": "/usr/bin", "PIP_FIND_LINKS": "/opt/wheels",
+                           "PIP_INDEX_URL": "https://x/simple", "LANG": "C.UTF-8"})
+    assert env == {"PATH": "/usr/bin", "LANG": "C.UTF-8"}
