@@ -213,10 +213,10 @@ def _wait(check: Any, procs: list[TrackedProcess], what: str, log: Path) -> None
         time.sleep(0.1)
 
 
-def _answers(url: str) -> bool:
-    """True when an HTTP GET of ``url`` succeeds."""
+def _answers(url: str, timeout: float = 1.0) -> bool:
+    """True when an HTTP GET of ``url`` succeeds within ``timeout`` seconds."""
     try:
-        with urllib.request.urlopen(url, timeout=1.0) as resp:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
             return resp.status == 200
     except OSError:
         return False
@@ -279,7 +279,12 @@ def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> 
                  "monitoring exporter")
     mon.processes.append(proc)
     exporter_url = f"http://{gateway}:{port}/metrics"
-    _wait(lambda: _answers(exporter_url), [proc], "the router and link exporter", exporter_log)
+    # Each GET of /metrics is a full scrape (commands in every router's and link's
+    # namespace): under emulation one took longer than the 1-s answer timeout,
+    # so the exporter never looked ready. The answer timeout is scaled too.
+    probe_timeout = scaled(1.0)
+    _wait(lambda: _answers(exporter_url, probe_timeout), [proc], "the router and link exporter",
+          exporter_log)
     mon.files.update(exporter=config_file)
     mon.exporter_url = exporter_url
 

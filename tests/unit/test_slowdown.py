@@ -61,3 +61,24 @@ def test_full_rate_is_judged_on_the_measured_window_with_the_same_tolerance():
     assert not nominal.full_rate("h3", "g", 0.15)
     report.arrived = {("h3-eth0", "g"): 400}  # below 85% of 200 pkt/s x 2.5 s
     assert not report.full_rate("h3", "g", 0.15)
+
+
+def test_exporter_readiness_probe_waits_a_scaled_time_for_a_slow_scrape(monkeypatch):
+    seen = []
+
+    class _Resp:
+        status = 200
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def fake_urlopen(url, timeout):
+        seen.append(timeout)
+        return _Resp()
+
+    monkeypatch.setattr(monitoring.urllib.request, "urlopen", fake_urlopen)
+    assert monitoring._answers("http://x/metrics", 10.0)
+    assert seen == [10.0]
