@@ -25,7 +25,10 @@ APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
 # the trial and again by the check's step times): readiness waits inside
 # the checks are stretched by that factor (mcclab.slowdown), their targets are not.
 TIMEOUT_SCALE = 10
-CHECK_ENV = {"PYTHONUNBUFFERED": "1", "MCCLAB_TIMEOUT_SCALE": str(TIMEOUT_SCALE)}
+# PYTHONFAULTHANDLER: a crash in native code (the quick run once died of SIGSEGV
+# in the VM) leaves the Python stack in the log.
+CHECK_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1",
+             "MCCLAB_TIMEOUT_SCALE": str(TIMEOUT_SCALE)}
 
 
 def unpack_checkout() -> str:
