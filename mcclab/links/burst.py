@@ -113,8 +113,23 @@ def _checksum(data: bytes) -> int:
     return ~total & 0xFFFF
 
 
+def realtime(priority: int) -> None:
+    """Run SCHED_FIFO at ``priority`` if allowed (0: leave the policy alone)."""
+    if priority:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        except PermissionError:
+            print(f"burst: SCHED_FIFO {priority} refused; normal priority", file=sys.stderr)
+
+
 def ping(args: argparse.Namespace) -> None:
-    """ICMP echo with kernel receive timestamps: RTTs in ms with microsecond resolution."""
+    """ICMP echo with kernel receive timestamps: RTTs in ms with microsecond resolution.
+
+    The send time is read just before sendto(); a sender preempted between the
+    two would add the wait to the RTT, so ``--rt-priority`` keeps it from
+    waiting behind busy processes (it sleeps between echoes, so it costs nothing).
+    """
+    realtime(args.rt_priority)
     sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     ident = os.getpid() & 0xFFFF
@@ -169,6 +184,7 @@ def main() -> None:
     p.add_argument("--interval", type=float, default=0.01)
     p.add_argument("--size", type=int, default=56)
     p.add_argument("--timeout", type=float, default=2.0)
+    p.add_argument("--rt-priority", type=int, default=0)
     args = ap.parse_args()
     {"recv": receive, "send": send, "ping": ping}[args.mode](args)
 

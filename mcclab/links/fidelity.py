@@ -33,6 +33,10 @@ Z99 = 2.5758293035489004  # two-sided 99% normal quantile
 ICMP_IP_BYTES = 84  # ping -s 56: 56 + 8 ICMP + 20 IP
 TCP_IP_BYTES, TCP_PAYLOAD = 1500, 1448  # full-size segment with timestamps on a 1500 MTU
 BURST_SCRIPT = Path(__file__).with_name("burst.py")
+# The echo sender runs SCHED_FIFO, below the emulators (DEFAULT_RT_PRIORITY 10):
+# it stamps the send time in user space, and a busy machine would otherwise
+# put its wait between the stamp and the send.
+PING_RT_PRIORITY = 5
 _ports = itertools.count(5301)
 
 
@@ -153,7 +157,8 @@ def icmp_rtts(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 
     """
     addr = str(lab.plan.address_of(dst))
     argv = (sys.executable, str(BURST_SCRIPT), "ping", "--to", addr, "--count", str(count),
-            "--interval", str(interval), "--size", str(size))
+            "--interval", str(interval), "--size", str(size), "--rt-priority",
+            str(PING_RT_PRIORITY))
     out = lab.runner.run(Cmd(argv, netns_name(src)), timeout=count * interval + 30)
     rtt = json.loads(out)["rtt_ms"]
     return [rtt[k] for k in sorted(rtt, key=int)]

@@ -79,11 +79,14 @@ def rule_cmd(d: Direction, where: Placement, action: str = "-A") -> Cmd:
                "-j", "NFQUEUE", "--queue-num", d.queue_num, netns=where.netns)
 
 
-def emulator_argv(binary: Path, config: Path, stats: Path, spin_us: int = 0) -> list[str]:
-    """The emulator's command line."""
+def emulator_argv(binary: Path, config: Path, stats: Path, spin_us: int = 0,
+                  rt_priority: int = 0) -> list[str]:
+    """The emulator's command line (``rt_priority`` 0: normal scheduling)."""
     argv = [str(binary), "--config", str(config), "--stats", str(stats)]
     if spin_us:
         argv += ["--spin-us", str(spin_us)]
+    if rt_priority:
+        argv += ["--rt-priority", str(rt_priority)]
     return argv
 
 

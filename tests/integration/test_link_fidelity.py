@@ -91,6 +91,24 @@ def test_backend_is_userspace_and_recorded(lab):
     assert (lab.run_dir / "links" / "plan.json").is_file()
 
 
+def fifo_allowed() -> bool:
+    """True when this process may start a SCHED_FIFO child (root, and an RT budget)."""
+    return subprocess.run(["chrt", "-f", "1", "true"], capture_output=True).returncode == 0
+
+
+def test_emulators_run_sched_fifo(lab):
+    # The RTT-tail target below depends on it: at normal priority the tail
+    # followed whatever else wanted the CPU.
+    if not fifo_allowed():
+        pytest.skip("this machine refuses SCHED_FIFO (no CAP_SYS_NICE or no RT budget in "
+                    "this cgroup); the emulators run at normal priority")
+    use(lab, **BASE)
+    for emu in lab.links.emulators.values():
+        assert emu.proc is not None
+        assert os.sched_getscheduler(emu.proc.pid) == os.SCHED_FIFO, emu.node
+        assert os.sched_getparam(emu.proc.pid).sched_priority == lab.links.rt_priority > 0
+
+
 def test_rate_udp_and_tcp_within_2_percent(lab, capsys):
     use(lab, **BASE)
     udp = fx.udp_rate(lab, "s", "d", offered_bps=12e6, seconds=4)

@@ -214,3 +214,18 @@ def test_emulators_spin_only_where_every_link_is_slow():
     argv = userspace.emulator_argv(BINARY, Path("c.conf"), Path("s.json"), 100)
     assert argv[-2:] == ["--spin-us", "100"]
     assert "--spin-us" not in userspace.emulator_argv(BINARY, Path("c"), Path("s"), 0)
+
+
+def test_emulator_argv_asks_for_realtime_only_when_given_a_priority():
+    argv = userspace.emulator_argv(BINARY, Path("c.conf"), Path("s.json"), 0, 10)
+    assert argv[-2:] == ["--rt-priority", "10"]
+    assert "--rt-priority" not in userspace.emulator_argv(BINARY, Path("c"), Path("s"), 100)
+
+
+def test_emulator_rejects_a_priority_outside_the_fifo_range(tmp_path):
+    conf = tmp_path / "c.conf"
+    conf.write_text("")
+    for bad in ("100", "-1", "x"):
+        out = subprocess.run([str(BINARY), "--config", str(conf), "--rt-priority", bad,
+                              "--check"], capture_output=True, text=True)
+        assert out.returncode == 2 and "--rt-priority" in out.stderr, (bad, out)

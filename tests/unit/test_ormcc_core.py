@@ -223,6 +223,8 @@ def test_after_grace_only_a_lower_trac_switches():
 
 
 def test_switch_resets_trac_average_rtt_and_cuts():
+    """A new CR restarts E(mu^cr) and RTT_cr from its CI (the reading in docs/ormcc.md;
+    with an EWMA step instead, the fluid model no longer tracks Table I's period 4)."""
     s = sender_with_cr(rid=1, trac=1e6, now=10.0)
     s.mu.dev = 1e5
     s.rate = 3e6
