@@ -57,6 +57,7 @@ drops BCR, the new one starts at BCR, so the second-youngest wave steps down by
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -253,3 +254,12 @@ class WaveModel:
         began."""
         k = (cn - slot) % self.t  # slots until its last slot
         return slot + k - (self.n - 1)
+
+
+@functools.lru_cache(maxsize=16)
+def wave_spacings(sr: float, bcr: float, p: float, tsd: float, q: int) -> tuple[float, ...]:
+    """Per packet index of a wave: the time since the wave's previous packet was due
+    (``inf`` for its first), from :meth:`WaveModel.wave_offsets`. Cached: the receiver
+    needs it once per session, and every receiver of a session shares it."""
+    offsets = WaveModel(sr, bcr, p, tsd, q).wave_offsets()
+    return (math.inf, *(float(b - a) for a, b in zip(offsets[:-1], offsets[1:], strict=True)))

@@ -55,6 +55,9 @@ class WebrcParams(BaseModel):
     join_timeout_artt: float = Field(4.0, ge=0, description="join timeout in ARTTs")
     join_retries: int = Field(2, ge=0, description="re-joins before a join is given up")
     base_mrtt_sample: bool = Field(True, description="the base channel's join is an MRTT sample")
+    mrtt_spacing_correction: bool = Field(
+        True, description="a wave's MRTT sample is its first packet's time minus half the "
+                          "wave's packet spacing there (sec. 4.4's taut RTT; docs/webrc.md)")
     initial_artt: Duration = Field(0.5, gt=0, description="ARTT before any MRTT sample")
 
     @field_validator("packet_size")

@@ -30,6 +30,17 @@ Choices where the paper is silent (all in :class:`~agents.webrc.params.WebrcPara
 * The MRTT jump threshold is ``max(mrtt_jump_min, mrtt_jump_spacing / rate of the
   joined wave)``; a re-joined wave gives no MRTT sample (its state may already be
   upstream).
+* A wave's MRTT sample (``mrtt_spacing_correction``, on by default) is the time from
+  the join to its first packet *minus half the wave's packet spacing at that packet*
+  (known to every receiver: the schedule follows from the session parameters and the
+  packet's PSN). The join takes effect at a random phase of the wave's packets (joins
+  are made at epoch boundaries), so the first packet comes on average half a spacing
+  after the forwarding state is set up; sec. 4.4's taut cycle has MRTT = RTT exactly
+  (a fluid wave), and the joined wave carries only ``(Gamma - 1) * ARR``, about
+  ``(1 - P)`` of the rate, so without the correction every sample is
+  ``1 / (2 (1 - P) REQN)`` too long on average: 1.2 x RTT at 1% loss, fed back through
+  Eq. 6. The base channel's sample stays raw (sec. 5.1.1 calls it biased upward by the
+  base channel's packet interval).
 * SSR after start-up shrinks to ``ssr_factor`` * TRR at every loss event.
 """
 
@@ -44,7 +55,7 @@ from agents.runtime.core import ReceiverCore
 from agents.runtime.header import Header
 from agents.runtime.session import Session
 from agents.webrc.estimators import LossFilter, SelfAdjustingMean
-from agents.webrc.model import LAST_PSN, PSN_MOD, gamma, loss_for_rate, tcp_rate
+from agents.webrc.model import LAST_PSN, PSN_MOD, gamma, loss_for_rate, tcp_rate, wave_spacings
 from agents.webrc.params import WebrcParams
 
 EPOCH = "epoch"
@@ -159,7 +170,9 @@ class WebrcReceiver(ReceiverCore):
             if self.startup:
                 self.check_from = self.next_epoch
             if pending.tries == 0:
-                actions += self._mrtt(now, now - pending.sent, pending.rate, cn, ext.psn)
+                raw = now - pending.sent
+                sample = raw - self.spacing_correction(ext.psn)
+                actions += self._mrtt(now, sample, pending.rate, cn, ext.psn, raw)
         if gap:
             actions += self._on_loss(now, gap)
         return actions
@@ -224,10 +237,23 @@ class WebrcReceiver(ReceiverCore):
         return [Log("startup_end", {"reason": reason, "trr": self.trr, "arr": self.arr,
                                     "lossp": self.lossp, "artt": self.current_artt()})]
 
-    def _mrtt(self, now: float, sample: float, rate: float | None, cn: int, psn: int
-              ) -> list[Action]:
+    def spacing_correction(self, psn: int) -> float:
+        """Half the wave's packet spacing at its packet ``psn``: the mean wait, after the
+        join takes effect, for that packet (0 for a wave's first packet, or when off)."""
+        if not self.params.mrtt_spacing_correction:
+            return 0.0
+        m = self.model
+        spacings = wave_spacings(m.sr, m.bcr, m.p, m.tsd, m.q)
+        idx = (psn - (PSN_MOD - len(spacings))) % PSN_MOD
+        if idx >= len(spacings) or not math.isfinite(spacings[idx]):
+            return 0.0
+        return spacings[idx] / 2
+
+    def _mrtt(self, now: float, sample: float, rate: float | None, cn: int, psn: int,
+              raw: float | None = None) -> list[Action]:
         # cn and psn of the first packet go to the log: with the sender's schedule they
-        # split the sample into join latency and the wait for the wave's next packet.
+        # split the raw sample (join sent -> first packet) into join latency and the
+        # wait for the wave's next packet; "used" is what went into ARTT.
         actions: list[Action] = []
         if rate is not None:
             prev = self.prev_wave_mrtt
@@ -239,8 +265,8 @@ class WebrcReceiver(ReceiverCore):
             self.prev_wave_mrtt = sample
         self.mrtt_last = sample
         artt = self.artt.update(sample)
-        return [Log("mrtt", {"sample": sample, "artt": artt, "wave": rate is not None,
-                             "cn": cn, "psn": psn}),
+        return [Log("mrtt", {"sample": sample if raw is None else raw, "used": sample,
+                             "artt": artt, "wave": rate is not None, "cn": cn, "psn": psn}),
                 *actions]
 
     def on_timer(self, now: float, timer_id: str) -> list[Action]:

@@ -41,6 +41,11 @@ With several receivers the first router is not always where the join takes effec
 join): then the first packet can leave the sender before the join is sent, ``join``
 comes out negative and only ``sample``, ``down`` and ``wait`` keep their meaning.
 
+Since 22 Nov (session 3) the receiver subtracts half the spacing from each wave sample
+before averaging (``mrtt_spacing_correction``, agents/webrc/receiver.py): its log keeps
+the raw ``sample`` (split here as above) and adds ``used``, the value fed into ARTT,
+whose mean is then ``down + join`` plus the phase noise, with no fixed-point feedback.
+
 Everything here is pure: records in, numbers out (unit-tested without a lab).
 """
 
@@ -59,12 +64,14 @@ class Sample:
     """One wave MRTT sample, its first packet's schedule and the split."""
 
     t_first: float  # agent clock (s)
-    sample: float  # MRTT (s)
+    sample: float  # MRTT (s): join sent -> first packet
     cn: int
     psn: int
     artt: float  # ARTT after this sample
     sent: float  # scheduled send time of the first packet (agent clock)
     spacing: float  # since the wave's previous packet was due (inf for a wave's first)
+    used: float = math.nan  # the value the receiver fed into ARTT (the sample, or the
+    # sample minus half the spacing with ``mrtt_spacing_correction``)
 
     @property
     def t_join(self) -> float:
@@ -116,7 +123,9 @@ def samples(records: list[dict], schedule: Schedule) -> list[Sample]:
             continue
         t, cn, psn = float(rec["t"]), int(rec["cn"]), int(rec["psn"])
         sent, spacing = schedule.wave_send(cn, psn, t)
-        out.append(Sample(t, float(rec["sample"]), cn, psn, float(rec["artt"]), sent, spacing))
+        raw = float(rec["sample"])
+        out.append(Sample(t, raw, cn, psn, float(rec["artt"]), sent, spacing,
+                          float(rec.get("used", raw))))
     return out
 
 
@@ -126,6 +135,7 @@ class Decomposition:
 
     n: int
     mrtt: float  # mean sample
+    used: float  # mean of the values fed into ARTT
     down: float  # mean one-way data time of the first packets
     up_to_packet: float  # mean join sent -> forwarded packet sent
     wait: float  # wait for the wave's packet: up_to_packet - join
@@ -137,8 +147,9 @@ class Decomposition:
 
     @property
     def artt_lag(self) -> float:
-        """ARTT above the mean of its samples: the estimator not (yet) converged."""
-        return self.artt - self.mrtt
+        """ARTT above the mean of the values it averages: the estimator not (yet)
+        converged."""
+        return self.artt - self.used
 
 
 def decompose(items: list[Sample]) -> Decomposition:
@@ -146,7 +157,7 @@ def decompose(items: list[Sample]) -> Decomposition:
     finite = [s for s in items if math.isfinite(s.spacing)]
     if not finite:
         nan = math.nan
-        return Decomposition(0, nan, nan, nan, nan, nan, nan, nan, nan, nan)
+        return Decomposition(0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan)
     up = np.array([s.up_to_packet for s in finite])
     spacing = np.array([s.spacing for s in finite])
     low, high = float((up - spacing).max()), float(up.min())
@@ -154,6 +165,7 @@ def decompose(items: list[Sample]) -> Decomposition:
     return Decomposition(
         n=len(finite),
         mrtt=float(np.mean([s.sample for s in finite])),
+        used=float(np.mean([s.used for s in finite])),
         down=float(np.mean([s.down for s in finite])),
         up_to_packet=float(up.mean()),
         wait=float(up.mean()) - join,

@@ -126,6 +126,9 @@ def _topology_for(exp: Experiment, path: Path) -> Topology:
         data["routing"]["backend"] = ov.routing_backend
     if ov.link_backend:
         data["link_backend"] = ov.link_backend
+    if ov.igmp is not None:
+        # Only the keys the experiment wrote; the topology's other timers stay.
+        data["routing"]["igmp"].update(ov.igmp.model_dump(mode="json", exclude_unset=True))
     return resolve_topology(data, f"{path} (topology {exp.topology} with overrides)")
 
 

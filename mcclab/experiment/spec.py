@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from mcclab.experiment.quantities import FigureRef, Reference
-from mcclab.model.topology import LinkOverride, NodeName, StrictModel
+from mcclab.model.topology import IgmpSettings, LinkOverride, NodeName, StrictModel
 from mcclab.model.units import Duration, Rate, Size
 
 FlowName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")]
@@ -122,6 +122,10 @@ class TopologyOverrides(StrictModel):
     links: list[LinkChange] = Field(default_factory=list)
     routing_backend: Literal["frr", "pimd", "smcroute"] | None = None
     link_backend: Literal["auto", "kernel", "userspace"] | None = None
+    igmp: IgmpSettings | None = Field(
+        None, description="IGMP timers to change (only the keys given; e.g. the "
+        "last-member query, which sets how long a router forwards a group after the "
+        "last receiver's leave)")
 
 
 class Profile(StrictModel):

@@ -75,3 +75,33 @@ def test_topology_overrides_apply_per_direction(tmp_path):
     assert link.direction(False).delay == 0.05 and link.direction(True).delay == 0.02
     assert link.direction(True).rate == 1e6
     assert topo.routing.backend == "smcroute" and topo.link_backend == "userspace"
+
+
+def test_igmp_overrides_change_only_the_keys_given(tmp_path):
+    spec = tmp_path / "igmp.yaml"
+    spec.write_text(
+        "name: ig\ntopology: topologies/dumbbell.yaml\nduration: 10s\n"
+        "overrides:\n  igmp: {last_member_query_interval: 200ms, last_member_query_count: 1}\n"
+        "flows: [{name: t, type: tcp, sender: s2, receiver: d2}]\n")
+    base = resolve("default").topology.routing.igmp
+    igmp = resolve(str(spec)).topology.routing.igmp
+    assert igmp.last_member_query_interval == pytest.approx(0.2)
+    assert igmp.last_member_query_count == 1
+    assert igmp.query_interval == base.query_interval  # untouched
+    assert igmp.unsolicited_report_interval == base.unsolicited_report_interval
+
+
+@pytest.mark.parametrize("igmp, field", [
+    ("{last_member_query_interval: 100}", "overrides.igmp.last_member_query_interval"),
+    ("{last_member_query_count: 0}", "overrides.igmp.last_member_query_count"),
+    ("{leave_latency: 10ms}", "overrides.igmp.leave_latency"),
+])
+def test_igmp_overrides_need_units_and_known_keys(tmp_path, igmp, field):
+    spec = tmp_path / "igmp.yaml"
+    spec.write_text(
+        "name: ig\ntopology: topologies/dumbbell.yaml\nduration: 10s\n"
+        f"overrides:\n  igmp: {igmp}\n"
+        "flows: [{name: t, type: tcp, sender: s2, receiver: d2}]\n")
+    with pytest.raises(SpecError) as info:
+        resolve(str(spec))
+    assert field in [f for f, _ in info.value.problems], str(info.value)

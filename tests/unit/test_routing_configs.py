@@ -460,3 +460,20 @@ def test_plan_router_dispatch():
         plan_router("frr", spec(), ROUTES)
     with pytest.raises(ValueError):
         plan_router("mrouted", spec())
+
+
+def test_stair_fig13_states_the_fastest_frr_leave():
+    """Figs. 13-14 emulate ns-2's prompt prune: the experiment's own IGMP timers reach
+    every router's pimd.conf as one 100 ms last-member query (FRR's minimum)."""
+    from mcclab.experiment.loader import resolve
+    from mcclab.model.addressing import plan_addresses
+    from mcclab.net.routers import router_spec
+
+    topo = resolve("stair-fig13", "quick").topology
+    plan = plan_addresses(topo)
+    for node in topo.names("router"):
+        conf = frr.pimd_conf(router_spec(topo, plan, node, "/run/mcclab-test/x"))
+        igmp = [line for line in conf.splitlines() if "last-member" in line]
+        assert igmp, node
+        assert set(igmp) == {" ip igmp last-member-query-interval 1",  # deciseconds
+                             " ip igmp last-member-query-count 1"}

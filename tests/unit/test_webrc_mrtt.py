@@ -112,11 +112,13 @@ def test_simulated_section_5_1_1_the_wave_spacing_adds_to_every_sample():
     # Sec. 5.1.1 in simulated time, no router: join 0.1 s up, data 0.1 s down, 1% loss.
     # The split must recover both halves, and the rest is the wait for the joined
     # wave's next packet: at the paper's parameters that wave carries about ARR/3, so
-    # the wait is tens of ms on a path whose RTT is 0.2 s.
+    # the wait is tens of ms on a path whose RTT is 0.2 s. Here the receiver averages the
+    # raw samples (sec. 4.2 read literally), so ARTT settles at the wait's fixed point.
     from agents.sim import Link, simulate
     from tests.unit.test_webrc_receiver import session
 
-    res = simulate(session({"session_rate": "1Mbit"}), duration=300.0,
+    res = simulate(session({"session_rate": "1Mbit", "mrtt_spacing_correction": False}),
+                   duration=300.0,
                    links=Link(delay=0.1, loss=0.01, join_delay=0.1), starts={"r": 7.0},
                    seed=1)
     start = res.sender.records("webrc_sender")[0]["t"]
@@ -133,6 +135,38 @@ def test_simulated_section_5_1_1_the_wave_spacing_adds_to_every_sample():
     # ... and the fixed point of that wait against REQN predicts the mean sample.
     assert d.mrtt == pytest.approx(expected_mrtt(0.2, res.receivers["r"].agent.core.lossp),
                                    rel=0.06)
+    assert d.used == d.mrtt  # the raw samples went into ARTT
+
+
+@pytest.mark.parametrize(("delay", "join_delay"), [(0.1, 0.1), (0.05, 0.15), (0.2, 0.2)])
+def test_spacing_corrected_samples_estimate_the_taut_rtt(delay, join_delay):
+    # Sec. 4.2/4.4: with one receiver the MRTT *is* the RTT (join up + data down; a taut
+    # cycle in a fluid wave). Each value the receiver averages is its raw sample minus
+    # half the joined wave's spacing at the first packet, which it computes from the
+    # session parameters and the PSN: that must be the sender's actual spacing, and the
+    # values must average to the path's RTT, not to the raw samples' 1.2 x RTT.
+    from agents.sim import Link, simulate
+    from tests.unit.test_webrc_receiver import session
+
+    rtt = delay + join_delay
+    res = simulate(session({"session_rate": "1Mbit"}), duration=300.0,
+                   links=Link(delay=delay, loss=0.01, join_delay=join_delay),
+                   starts={"r": 7.0}, seed=1)
+    start = res.sender.records("webrc_sender")[0]["t"]
+    items = [s for s in samples(res.receivers["r"].records(),
+                                Schedule(WebrcParams(session_rate="1Mbit").model(), start))
+             if s.t_first > 100 and math.isfinite(s.spacing)]
+    assert len(items) >= 15
+    for s in items:  # the receiver's spacing is the sender's schedule
+        assert s.used == pytest.approx(s.sample - s.spacing / 2, abs=1e-9)
+    d = decompose(items)
+    assert d.mrtt > rtt + 0.25 * d.spacing  # the raw samples carry the wait
+    # used - rtt = wait - spacing/2, uniform in [-spacing/2, spacing/2) per sample
+    # (sd spacing/sqrt(12)): the mean of n values within 3 sd of the mean.
+    sd = d.spacing / math.sqrt(12) / math.sqrt(d.n)
+    assert d.used == pytest.approx(rtt, abs=3 * sd)
+    core = res.receivers["r"].agent.core
+    assert core.current_artt() == pytest.approx(rtt, rel=0.1)
 
 
 def test_expected_mrtt_fixed_point():

@@ -12,7 +12,7 @@ from agents.runtime.header import Header
 from agents.runtime.session import Session
 from agents.sim import Link, simulate
 from agents.webrc import WebrcExt
-from agents.webrc.model import LAST_PSN, gamma, loss_for_rate, peak_to_mean, tcp_rate
+from agents.webrc.model import LAST_PSN, PSN_MOD, gamma, loss_for_rate, peak_to_mean, tcp_rate
 from agents.webrc.params import WebrcParams
 from agents.webrc.receiver import EPOCH, JOIN_TIMEOUT, WebrcReceiver
 from mcclab.monitoring import metric_names as mn
@@ -242,7 +242,9 @@ def test_lossy_path_converges_towards_eq1_times_eq7():
                    links=Link(delay=0.1, loss=0.01, join_delay=0.1), starts={"r": 5.0}, seed=2)
     node = res.receivers["r"]
     core = node.agent.core
-    assert 0.2 <= core.artt.value <= 0.3  # MRTT = RTT plus part of a packet spacing
+    # Each value averaged is RTT + (wait - spacing/2): uniform within +-35 ms here, sd
+    # ~20 ms; ARTT weighs the last samples ~0.2 each, so its sd is ~7 ms around the RTT.
+    assert core.artt.value == pytest.approx(0.2, abs=0.025)
     assert core.lossp == pytest.approx(0.0089, rel=0.35)
     predicted = tcp_rate(0.0089, core.artt.value) * 1024 * 8 * peak_to_mean(0.75)
     assert steady(node, 250.0) == pytest.approx(predicted, rel=0.3)
@@ -261,3 +263,25 @@ def test_bottleneck_is_used_and_startup_ends_before_overflow():
 
 def test_loss_for_rate_is_used_for_the_startup_reset():
     assert loss_for_rate(1.0, 0.2) > loss_for_rate(60.0, 0.2)
+
+
+@pytest.mark.parametrize(("correct", "idx"), [(True, 700), (True, 0), (False, 700)])
+def test_wave_mrtt_value_is_first_packet_time_minus_half_the_spacing(correct, idx):
+    # The raw sample (sec. 4.2) is join sent -> first packet; the value averaged into
+    # ARTT takes off half the spacing between that packet and the wave's previous one in
+    # the sender's schedule (none for a wave's first packet, none when switched off).
+    feed = Feed(base_mrtt_sample=False, mrtt_spacing_correction=correct)
+    core = feed.core
+    offsets = core.model.wave_offsets()
+    k = len(offsets)
+    feed.send(0.1, feed.base, 3)
+    assert joins(feed.epoch(0.5)) == [3]
+    feed.psn[3] = (PSN_MOD - k + idx - 1) % PSN_MOD  # the next one sent is packet idx
+    out = feed.send(0.8, 3, 3)
+    (rec,) = [a.fields for a in out if isinstance(a, Log) and a.event == "mrtt"]
+    half = (offsets[idx] - offsets[idx - 1]) / 2 if correct and idx else 0.0
+    assert rec["sample"] == pytest.approx(0.3)
+    assert rec["used"] == pytest.approx(0.3 - half, abs=1e-12)
+    assert core.mrtt_last == rec["used"] and core.artt.value == pytest.approx(rec["used"])
+    if correct and idx:
+        assert 0.01 < half < 0.2  # a mid-wave packet: tens of ms apart at 1 Mbit/s

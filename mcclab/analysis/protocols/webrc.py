@@ -144,28 +144,33 @@ def mrtt_samples(run: Run, flow: str, node: str, window: bool = True) -> list[Sa
     return [s for s in items if start < s.t_first - clock0 <= end]
 
 
-MRTT_PARTS = ("sample", "down", "join", "wait", "artt_lag", "join_low", "join_high",
+MRTT_PARTS = ("sample", "used", "down", "join", "wait", "artt_lag", "join_low", "join_high",
               "spacing", "expected")
 
 
 @measure("webrc.mrtt", unit="s")
 def mrtt(run: Run, flow: str, node: str, part: str = "sample") -> float:
-    """Mean of the MRTT samples in the window, or one part of it: ``down`` (first packet's
+    """Mean of the MRTT samples in the window (join sent -> first packet), ``used`` (the
+    mean of the values the receiver fed into ARTT: the samples minus half the spacing
+    with ``mrtt_spacing_correction``), or one part of the sample: ``down`` (first packet's
     one-way time), ``join`` (join sent -> forwarding state, estimated), ``wait`` (half the
     joined wave's packet spacing), ``artt_lag`` (ARTT minus the samples' mean),
     ``join_low``/``join_high`` (the interval all samples allow a constant join latency),
-    ``spacing`` (the joined waves' packet spacing), ``expected`` (the mean sample the
-    wait's fixed point predicts from the measured down + join and the window's LOSSP,
-    :func:`~mcclab.analysis.webrc_mrtt.expected_mrtt`)."""
+    ``spacing`` (the joined waves' packet spacing), ``expected`` (where ARTT should
+    settle: with the spacing correction the mean of the values used, ``down + join``;
+    without it the wait's fixed point from the measured down + join and the window's
+    LOSSP, :func:`~mcclab.analysis.webrc_mrtt.expected_mrtt`)."""
     if part not in MRTT_PARTS:
         raise ValueError(f"part must be one of {', '.join(MRTT_PARTS)}, not {part!r}")
     d = decompose(mrtt_samples(run, flow, node))
     if part == "expected":
         from agents.webrc.params import WebrcParams
 
-        p = WebrcParams.model_validate(_flow_extra(run, flow).get("params") or {}).p
-        return expected_mrtt(d.down + d.join, window_mean(run, "lossp", flow, node), p)
-    return {"sample": d.mrtt, "down": d.down, "join": d.join, "wait": d.wait,
+        params = WebrcParams.model_validate(_flow_extra(run, flow).get("params") or {})
+        if params.mrtt_spacing_correction:
+            return d.down + d.join
+        return expected_mrtt(d.down + d.join, window_mean(run, "lossp", flow, node), params.p)
+    return {"sample": d.mrtt, "used": d.used, "down": d.down, "join": d.join, "wait": d.wait,
             "artt_lag": d.artt_lag, "join_low": d.join_low, "join_high": d.join_high,
             "spacing": d.spacing}[part]
 
@@ -229,10 +234,14 @@ def mrtt_figure(run: Run, folder: Path, flow: str = "webrc") -> list[Path]:
             ax.plot(t, [s.down for s in items], ".", ms=3, label="packet's way down")
             ax.plot(t, [min(s.spacing, 1.0) for s in items], "x", ms=3,
                     label="wave packet spacing")
+            if any(s.used != s.sample for s in items):
+                ax.plot(t, [s.used for s in items], "+", ms=4,
+                        label="value used (sample - spacing/2)")
             ax.plot(t, [s.artt for s in items], "-", lw=1, color="k", label="ARTT")
             d = decompose(mrtt_samples(run, flow, node))
             ax.set_title(f"{node}: window mean {d.mrtt:.3f} s = down {d.down:.3f} + join "
-                         f"{d.join:.3f} + wait {d.wait:.3f}; ARTT {d.artt:.3f}", fontsize=8)
+                         f"{d.join:.3f} + wait {d.wait:.3f}; used {d.used:.3f}; "
+                         f"ARTT {d.artt:.3f}", fontsize=8)
             ax.set_ylabel("s")
             ax.set_ylim(0, max(0.6, 1.2 * max(s.sample for s in items[len(items) // 4:])))
             start, _ = _window(run)
