@@ -44,6 +44,8 @@ from mcclab.monitoring import export, grafana
 from mcclab.monitoring import metric_names as mn
 from mcclab.monitoring import prometheus as prom
 from mcclab.processes import spawn
+from mcclab.slowdown import ENV as SCALE_ENV
+from mcclab.slowdown import scaled
 from mcclab.state import LabState, TrackedProcess, all_states, kill_group
 
 if TYPE_CHECKING:
@@ -194,21 +196,27 @@ def _iperf_sources(launches: LaunchPlan, protocols: dict[str, str]) -> list[Iper
 
 
 def _wait(check: Any, procs: list[TrackedProcess], what: str, log: Path) -> None:
-    """Poll ``check()`` until true; raise if a process died or time ran out."""
-    deadline = time.monotonic() + READY_TIMEOUT
+    """Poll ``check()`` until true; raise if a process died or time ran out.
+
+    The timeout is READY_TIMEOUT times ``MCCLAB_TIMEOUT_SCALE`` (a slow CPU, e.g.
+    the VM check's emulated guest, starts the exporter's Python far slower).
+    """
+    timeout = scaled(READY_TIMEOUT)
+    deadline = time.monotonic() + timeout
     while not check():
         if any(not p.alive() for p in procs):
             tail = log.read_text(errors="replace")[-800:] if log.exists() else ""
             raise RuntimeError(f"{what} exited during start-up: {tail.strip()}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} not ready within {READY_TIMEOUT:g}s")
+            raise RuntimeError(f"{what} not ready within {timeout:g}s (log: {log}); on a slow "
+                               f"machine set {SCALE_ENV} to stretch this wait")
         time.sleep(0.1)
 
 
-def _answers(url: str) -> bool:
-    """True when an HTTP GET of ``url`` succeeds."""
+def _answers(url: str, timeout: float = 1.0) -> bool:
+    """True when an HTTP GET of ``url`` succeeds within ``timeout`` seconds."""
     try:
-        with urllib.request.urlopen(url, timeout=1.0) as resp:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
             return resp.status == 200
     except OSError:
         return False
@@ -271,7 +279,12 @@ def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> 
                  "monitoring exporter")
     mon.processes.append(proc)
     exporter_url = f"http://{gateway}:{port}/metrics"
-    _wait(lambda: _answers(exporter_url), [proc], "the router and link exporter", exporter_log)
+    # Each GET of /metrics is a full scrape (commands in every router's and link's
+    # namespace): under emulation one took longer than the 1-s answer timeout,
+    # so the exporter never looked ready. The answer timeout is scaled too.
+    probe_timeout = scaled(1.0)
+    _wait(lambda: _answers(exporter_url, probe_timeout), [proc], "the router and link exporter",
+          exporter_log)
     mon.files.update(exporter=config_file)
     mon.exporter_url = exporter_url
 
@@ -308,8 +321,9 @@ def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> 
     # Prometheus applies new targets in batches every 5 s (static ones too), so its
     # first scrape comes up to 5 s after it starts. Waiting for it here, before any
     # flow starts, keeps the run's first seconds in the series.
-    if not _first_scrape(mon.prometheus_url, mon.run, FIRST_SCRAPE_TIMEOUT):
-        mon.notes.append(f"no scrape within {FIRST_SCRAPE_TIMEOUT:g}s of the start; "
+    first_scrape = scaled(FIRST_SCRAPE_TIMEOUT)
+    if not _first_scrape(mon.prometheus_url, mon.run, first_scrape):
+        mon.notes.append(f"no scrape within {first_scrape:g}s of the start; "
                          "the first seconds may be missing")
     mon.started = time.time()
     mon.grafana_base = grafana.grafana_base()

@@ -254,6 +254,8 @@ class LabCollector:
         self.router_ifaces = {r: [i.name for i in plan.interfaces[r]] for r in config.routers}
         self.errors: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._reading = threading.Lock()
+        self._last: list[Metric] = []
 
     def install(self) -> None:
         """Create the IGMP/PIM counters in every router (replacing an earlier table)."""
@@ -276,16 +278,32 @@ class LabCollector:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        """All families, read now."""
-        yield from self._link_families()
-        yield from self._router_families()
-        yield from self._iperf_families()
+        """All families, read now; while another scrape is reading, the last complete read.
+
+        One read at a time: on a slow machine (the VM check's emulated guest) a
+        read outlasts Prometheus's 1-s scrape interval, and overlapping reads
+        would pile up (one thread each) and take the CPU the lab's agents need.
+        """
+        if not self._reading.acquire(blocking=False):
+            yield from self._last
+            return
+        try:
+            metrics = self._read()
+            self._last = metrics
+        finally:
+            self._reading.release()
+        yield from metrics
+
+    def _read(self) -> list[Metric]:
+        """Every family, read from the live sources."""
+        out = [*self._link_families(), *self._router_families(), *self._iperf_families()]
         errors = CounterMetricFamily("mcc_exporter_errors", "Failed reads, by source",
                                      labels=[*BASE, "source"])
         for source in ("links", *(f"router:{r}" for r in self.config.routers), "iperf"):
             errors.add_metric([mn.ROOT_NODE, mn.NO_FLOW, mn.NO_FLOW, source],
                               self.errors.get(source, 0))
-        yield errors
+        out.append(errors)
+        return out
 
     def _link_families(self) -> Iterable[Metric]:
         labels = [*BASE, *mn.LINK]

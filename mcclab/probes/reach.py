@@ -17,6 +17,7 @@ from pathlib import Path
 from mcclab.lab import Lab
 from mcclab.net.node_config import netns_name
 from mcclab.probes import counters
+from mcclab.slowdown import scaled
 from mcclab.state import TrackedProcess, kill_group
 
 PROBE = [sys.executable, "-m", "mcclab.probes.mcast"]
@@ -41,11 +42,29 @@ class ReachReport:
     arrived: dict[tuple[str, str], int] = field(default_factory=dict)  # (iface, group) -> pkts
     latency: dict[tuple[str, str], float] = field(default_factory=dict)  # (host, group) -> s
     iface_node: dict[str, str] = field(default_factory=dict)
+    # node -> (shortest, longest) time its counters can have counted: the nominal
+    # window stretched by the reads, which run one node after another (slow on a
+    # slow CPU), so each node's own window is measured from its reads' timestamps.
+    node_window: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def at(self, node: str, group: str, iface: str | None = None) -> int:
         """Packets of ``group`` that arrived at ``node`` (on ``iface``, else all ifaces)."""
         return sum(n for (i, g), n in self.arrived.items()
                    if g == group and self.iface_node[i] == node and (iface is None or i == iface))
+
+    def window_of(self, node: str) -> tuple[float, float]:
+        """(shortest, longest) seconds ``node``'s counters counted (nominal if not measured)."""
+        return self.node_window.get(node, (self.window_s, self.window_s))
+
+    def expected(self, node: str, tolerance: float) -> tuple[float, float]:
+        """Counts a full-rate receiver at ``node`` may show: rate x its window, +-tolerance."""
+        lo, hi = self.window_of(node)
+        return (1 - tolerance) * self.rate_pps * lo, (1 + tolerance) * self.rate_pps * hi
+
+    def full_rate(self, node: str, group: str, tolerance: float) -> bool:
+        """``node`` got ``group`` at the sending rate over its measured window, within tolerance."""
+        lo, hi = self.expected(node, tolerance)
+        return lo <= self.at(node, group) <= hi
 
 
 def read_events(log: Path) -> list[dict]:
@@ -131,15 +150,40 @@ def install_counters(lab: Lab, groups: list[str]) -> dict[str, str]:
     return owner
 
 
+@dataclass
+class Snapshot:
+    """Counter values of a set of nodes, with when each node's read started and ended."""
+
+    values: dict[tuple[str, str], int] = field(default_factory=dict)  # (iface, group) -> pkts
+    read: dict[str, tuple[float, float]] = field(default_factory=dict)  # node -> (start, end)
+
+
+def snapshot(lab: Lab, groups: list[str], nodes: list[str] | None = None) -> Snapshot:
+    """Packet count per (iface, group) on ``nodes`` (all by default), one read per node."""
+    snap = Snapshot()
+    for node in nodes if nodes is not None else list(lab.plan.interfaces):
+        start = time.monotonic()
+        found = counters.parse(lab.runner.run(counters.read_cmd(netns_name(node))))
+        snap.read[node] = (start, time.monotonic())
+        for iface in lab.plan.interfaces[node]:
+            for g in groups:
+                snap.values[(iface.name, g)] = found.get(counters.counter_name(iface.name, g), 0)
+    return snap
+
+
 def read_counters(lab: Lab, groups: list[str]) -> dict[tuple[str, str], int]:
     """Current packet count per (iface, group) over the whole lab."""
-    values = {}
-    for node, ifaces in lab.plan.interfaces.items():
-        found = counters.parse(lab.runner.run(counters.read_cmd(netns_name(node))))
-        for iface in ifaces:
-            for g in groups:
-                values[(iface.name, g)] = found.get(counters.counter_name(iface.name, g), 0)
-    return values
+    return snapshot(lab, groups).values
+
+
+def node_windows(before: Snapshot, after: Snapshot) -> dict[str, tuple[float, float]]:
+    """Per node, the (shortest, longest) time between its two reads.
+
+    A read samples the counters somewhere between its start and end, so the
+    counted span lies between ``after.start - before.end`` and ``after.end - before.start``.
+    """
+    return {node: (after.read[node][0] - b[1], after.read[node][1] - b[0])
+            for node, b in before.read.items() if node in after.read}
 
 
 def reach(lab: Lab, sender: str, joiners: dict[str, list[Flow]], *, rate: float = 200.0,
@@ -165,11 +209,12 @@ def reach(lab: Lab, sender: str, joiners: dict[str, list[Flow]], *, rate: float 
                 report.latency[key] = first[0]["latency"]
             return True
 
-        wait_for(first_packets, join_timeout + 5, "every joined receiver's first packet")
-        before = read_counters(lab, groups)
+        wait_for(first_packets, join_timeout + scaled(5), "every joined receiver's first packet")
+        before = snapshot(lab, groups)
         time.sleep(window)  # the measurement window itself, not a wait for readiness
-        after = read_counters(lab, groups)
-    report.arrived = {k: after[k] - before[k] for k in after}
+        after = snapshot(lab, groups)
+    report.arrived = {k: after.values[k] - before.values[k] for k in after.values}
+    report.node_window = node_windows(before, after)
     return report
 
 
@@ -198,26 +243,37 @@ def join_latencies(lab: Lab, sender: str, receiver: str, trials: int = 20, *,
 def leave_time(lab: Lab, sender: str, receiver: str, *, ssm: bool = False, rate: float = 200.0,
                settle: float = 1.5, observe: float = 8.0) -> float:
     """Seconds from the receiver's leave until its router's upstream link stops carrying
-    the group, measured on that link's per-group counter (inf if it never stops)."""
+    the group, measured on that link's per-group counter (inf if it never stops).
+
+    Only the router's counters are read (one short read, so the time resolution
+    stays fine on a slow CPU). The result is an upper bound: the end of the first
+    read that saw the final count, so the last packet came no later than that.
+    """
     group = SSM_GROUP if ssm else ASM_GROUP
     router = lab.plan.interfaces[receiver][0].peer
     upstream = _upstream_iface(lab, router, sender)
     install_counters(lab, [group])
     source = str(lab.plan.address_of(sender)) if ssm else None
     key = (upstream, group)
+
+    def read() -> tuple[int, float]:
+        snap = snapshot(lab, [group], [router])
+        return snap.values[key], snap.read[router][1]
+
     with ProbeSession(lab) as probes:
         probes.send(sender, [group], rate)
         proc, log = probes.receive(receiver, [group], source, hold=True)
-        wait_for(lambda: any(e["event"] == "first" for e in read_events(log)), 30, "first packet")
+        wait_for(lambda: any(e["event"] == "first" for e in read_events(log)), scaled(30),
+                 "first packet")
         time.sleep(settle)  # let the flow run steadily before leaving
         left_at = time.monotonic()
         kill_group(proc, grace=1.0)  # closing the socket sends the IGMP leave
-        last_value = read_counters(lab, [group])[key]
+        last_value, _ = read()
         last_change = left_at
         while time.monotonic() - left_at < observe:
-            value = read_counters(lab, [group])[key]
+            value, read_end = read()
             if value != last_value:
-                last_value, last_change = value, time.monotonic()
+                last_value, last_change = value, read_end
             elif time.monotonic() - last_change > 3.0:
                 break
             time.sleep(0.05)

@@ -23,23 +23,27 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from mcclab.vmcheck import recipe as rc
 from mcclab.vmcheck.playbook import Provisioning
 from mcclab.vmcheck.ssh import Keys
+from mcclab.vmcheck.wheels import GUEST_WHEELHOUSE, venv_install_argv
 
 Run = Callable[[list[str]], None]
 
 
 def host_recipe(keys: Keys, etc: Path = Path("/etc"), env: dict[str, str] | None = None,
                 ca_dir: Path = Path(rc.CA_DIR), prov: Provisioning | None = None,
-                wheelhouse: str | None = None) -> rc.Recipe:
+                wheelhouse: str | None = None, venv_reqs: list[str] | None = None,
+                wheels: list[str] | None = None) -> rc.Recipe:
     """The recipe for this host: its mirror, apt/pip settings and CAs, the check's keys.
 
     ``prov``: what the playbook installs, preinstalled in the image; ``wheelhouse``:
-    the guest folder its pip installs from.
+    the guest folder its pip installs from. With ``venv_reqs`` (and the
+    wheelhouse's file names in ``wheels``) the playbook's venv is created in the
+    image by the playbook's own command and those requirements installed into it.
     """
     env = dict(os.environ) if env is None else env
     sources = _enabled_sources(etc / "apt")
@@ -67,10 +71,25 @@ def host_recipe(keys: Keys, etc: Path = Path("/etc"), env: dict[str, str] | None
     host_pub = keys.host.with_suffix(".pub").read_text()
     files.append(rc.GuestFile("/etc/ssh/ssh_host_ed25519_key.pub", host_pub))
     files.append(rc.GuestFile(*rc.DPKG_UNSAFE_IO))
+    venv_command = prov.venv_command if prov and venv_reqs else ()
+    venv_install = (tuple(venv_install_argv(prov.venv, venv_reqs))
+                    if prov and venv_reqs and venv_command else ())
     return rc.Recipe(mirror=mirror or rc.DEFAULT_MIRROR, files=files,
                      authorized_key=client_pub, host_key_pub=host_pub,
                      playbook_packages=prov.packages if prov else (),
-                     debconf=prov.debconf if prov else ())
+                     debconf=prov.debconf if prov else (),
+                     venv_command=venv_command, venv_install=venv_install,
+                     wheels=tuple(wheels or ()) if venv_install else ())
+
+
+def build_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the image build's commands: the host's, minus its PIP_* settings.
+
+    The chroot's pip installs from the wheelhouse only; the host's pip settings
+    (e.g. a ``PIP_FIND_LINKS`` to a host path) reach the guest through its
+    /etc/pip.conf instead, and must not leak into the build.
+    """
+    return {k: v for k, v in env.items() if not k.startswith("PIP_")}
 
 
 def _enabled_sources(apt: Path) -> list[tuple[str, str]]:
@@ -139,11 +158,20 @@ def chroot_with_proc(root: Path, cmd: list[str]) -> list[str]:
             "chroot-with-proc", str(root), *cmd]
 
 
-def build_rootfs(recipe: rc.Recipe, root: Path, run: Run) -> None:
-    """debootstrap into ``root``, preinstall the playbook's packages, configure for the check."""
+def build_rootfs(recipe: rc.Recipe, root: Path, run: Run, wheelhouse: Path | None = None
+                 ) -> None:
+    """debootstrap into ``root``, preinstall the playbook's packages, configure for the check.
+
+    ``wheelhouse`` (the host's) is copied to the guest's wheelhouse folder before
+    the chroot commands, which install the venv's requirements from it.
+    """
     if root.exists():
         shutil.rmtree(root)
     run(recipe.debootstrap_argv(str(root)))
+    if wheelhouse is not None:
+        shutil.copytree(wheelhouse, root / GUEST_WHEELHOUSE.lstrip("/"))
+    elif recipe.venv_install:
+        raise ValueError("the recipe installs the venv from a wheelhouse: pass it")
     write_files(root, [rc.GuestFile(*rc.DPKG_UNSAFE_IO),
                        rc.GuestFile(rc.POLICY_RC_D, "#!/bin/sh\nexit 101\n", 0o755)])
     # Before the guest files: resolv.conf is still the host's copy here.

@@ -17,6 +17,7 @@ new construct is noticed rather than silently ignored.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ import yaml
 
 APT_MODULES = ("ansible.builtin.apt", "apt")
 DEBCONF_MODULES = ("ansible.builtin.debconf", "debconf")
+COMMAND_MODULES = ("ansible.builtin.command", "command")
+_VAR = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 _SUM = re.compile(r"^\{\{\s*([A-Za-z_]\w*(?:\s*\+\s*[A-Za-z_]\w*)*)\s*\}\}$")
 
 
@@ -39,6 +42,10 @@ class Provisioning:
     packages: tuple[str, ...]
     debconf: tuple[str, ...]  # debconf-set-selections lines
     pip_extras: str
+    # The python role's venv: its path and the command that creates it (the task
+    # with ``creates: <venv>/bin/python``), if the playbook has one.
+    venv: str = ""
+    venv_command: tuple[str, ...] = ()
 
 
 def roles(ansible: Path, playbook: str = "site.yml") -> list[str]:
@@ -86,6 +93,43 @@ def evaluate(value: Any, names: dict[str, Any]) -> list[str]:
     return out
 
 
+def substitute(text: str, names: dict[str, Any], depth: int = 5) -> str:
+    """``text`` with its ``{{ name }}`` references to string variables filled in (nested too).
+
+    Anything else between braces (filters, expressions) is a PlaybookError.
+    """
+    for _ in range(depth):
+        if "{{" not in text:
+            return text
+
+        def value(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name not in names or not isinstance(names[name], str):
+                raise PlaybookError(f"cannot substitute {m.group(0)!r} (not a string variable)")
+            return names[name]
+        new = _VAR.sub(value, text)
+        if new == text:
+            break
+        text = new
+    if "{{" in text:
+        raise PlaybookError(f"cannot evaluate {text!r} (only plain '{{{{ name }}}}' references)")
+    return text
+
+
+def _venv_task(tasks: list[dict[str, Any]], names: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """(venv path, argv) of an unconditional command task that creates ``<venv>/bin/python``."""
+    for task in tasks:
+        args = _module(task, COMMAND_MODULES)
+        if args is None or "when" in task or not isinstance(args, dict):
+            continue
+        creates = str(args.get("creates", ""))
+        if not creates.endswith("/bin/python") or "cmd" not in args:
+            continue
+        venv = substitute(creates, names).removesuffix("/bin/python")
+        return venv, tuple(shlex.split(substitute(str(args["cmd"]), names)))
+    return "", ()
+
+
 def _module(task: dict[str, Any], modules: tuple[str, ...]) -> dict[str, Any] | None:
     """The task's arguments if it calls one of ``modules``."""
     for mod in modules:
@@ -99,11 +143,15 @@ def provisioning(ansible: Path, extra: dict[str, Any] | None = None) -> Provisio
     names = variables(ansible, extra)
     packages: list[str] = []
     debconf: list[str] = []
+    venv, venv_command = "", ()
     for role in roles(ansible):
         tasks_file = ansible / "roles" / role / "tasks" / "main.yml"
         if not tasks_file.exists():
             continue
-        for task in yaml.safe_load(tasks_file.read_text()) or []:
+        tasks = yaml.safe_load(tasks_file.read_text()) or []
+        if not venv:
+            venv, venv_command = _venv_task(tasks, names)
+        for task in tasks:
             if "when" in task:
                 continue
             if (args := _module(task, APT_MODULES)) is not None and "name" in args:
@@ -115,4 +163,5 @@ def provisioning(ansible: Path, extra: dict[str, Any] | None = None) -> Provisio
                 if isinstance(value, bool):
                     value = str(value).lower()
                 debconf.append(f"{args['name']} {args['question']} {args['vtype']} {value}")
-    return Provisioning(tuple(packages), tuple(debconf), str(names.get("mcclab_pip_extras", "")))
+    return Provisioning(tuple(packages), tuple(debconf), str(names.get("mcclab_pip_extras", "")),
+                        venv, venv_command)

@@ -74,6 +74,12 @@ class Recipe:
     # What the playbook installs with apt, read from ansible/ (mcclab.vmcheck.playbook).
     playbook_packages: tuple[str, ...] = ()
     debconf: tuple[str, ...] = ()
+    # The playbook's venv, created by its own command, with the project's
+    # dependencies installed from the wheelhouse (copied into the image first);
+    # ``wheels`` names the wheelhouse's files, so new wheels make a new image.
+    venv_command: tuple[str, ...] = ()
+    venv_install: tuple[str, ...] = ()
+    wheels: tuple[str, ...] = ()
 
     def debootstrap_argv(self, target: str) -> list[str]:
         """The debootstrap command that creates the root filesystem in ``target``."""
@@ -94,6 +100,10 @@ class Recipe:
         if self.playbook_packages:
             cmds.append(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
                          "-q", *self.playbook_packages])
+        if self.venv_command:
+            cmds.append(list(self.venv_command))
+            if self.venv_install:
+                cmds.append(list(self.venv_install))
         return cmds
 
     def digest(self) -> str:
@@ -103,7 +113,7 @@ class Recipe:
                 "chroot": [*self.preinstall_commands(), USERADD, *chroot_commands()],
                 "build_files": [list(DPKG_UNSAFE_IO), POLICY_RC_D],
                 "files": [(f.path, f.content, f.mode) for f in self.files],
-                "keys": [self.authorized_key, self.host_key_pub]}
+                "keys": [self.authorized_key, self.host_key_pub], "wheels": list(self.wheels)}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -78,6 +78,7 @@ class Check:
     port: int = 0
     keys: Keys | None = None
     progress: Progress | None = None
+    wheels_in_image: bool = False
 
     # ------------------------------------------------------------ helpers
 
@@ -119,14 +120,14 @@ class Check:
         return self.out / "logs" / f"{name}.log"
 
     def host(self, argv: list[str], log: str, timeout: float, what: str,
-             heavy: bool = False) -> str:
+             heavy: bool = False, env: dict[str, str] | None = None) -> str:
         """Run a host command; raise CommandFailed (with the log's path) if it fails.
 
         ``heavy`` (CPU-bound build work) runs at the check's QEMU priority.
         """
         if heavy:
             argv = priority_prefix(self.opts.nice, self.opts.idle) + argv
-        rc_, output = run_logged(argv, self.log(log), timeout, self.status(what))
+        rc_, output = run_logged(argv, self.log(log), timeout, self.status(what), env=env)
         if rc_ != 0:
             raise CommandFailed(f"{what}: exit status {rc_} (log: {self.log(log)})")
         return output
@@ -140,6 +141,83 @@ class Check:
         if check and rc_ != 0:
             raise CommandFailed(f"{what}: exit status {rc_} (log: {self.log(log)})")
         return rc_, output
+
+    def job(self, command: str, name: str, log: str, timeout: float, what: str,
+            poll_every: float = 10.0, unreachable_limit: float = 600.0) -> tuple[int, str]:
+        """Run a long guest command detached (guest.Job) and poll it; (status, output).
+
+        Each poll is a short ssh call; its new log bytes go to the step's log with
+        the host's elapsed seconds. A poll that fails (guest too busy, ssh lost) is
+        retried; after ``unreachable_limit`` s without an answer, or if QEMU died,
+        the step fails. On timeout the job's process group is ended: status 124.
+        """
+        assert self.keys is not None and self.vm is not None
+        job = guest.Job(name)
+        path = self.log(log)
+        rc_, out = run_logged(ssh_argv(self.keys, self.port, job.start(command)), path, 120,
+                              self.status(what))
+        if rc_ != 0:
+            raise CommandFailed(f"{what}: could not start it in the guest, exit {rc_}: "
+                                f"{out.strip()[-200:]} (log: {path})")
+        show = self.status(what)
+        chunks: list[bytes] = []
+        offset, partial = 0, b""
+        started = last_answer = time.monotonic()
+        with path.open("a") as f:
+            f.write(f"$ (detached in the guest as {job.folder}) {command}\n")
+            while True:
+                time.sleep(poll_every)
+                now = time.monotonic()
+                if not self.vm.running():
+                    raise CommandFailed(f"{what}: the VM stopped.\n{self.vm.exit_message()}")
+                try:
+                    # sshd in a guest saturated by a lab's start-up took over 10 s to
+                    # send its banner: allow a minute to connect.
+                    res = subprocess.run(ssh_argv(self.keys, self.port, job.poll(offset),
+                                                  connect_timeout=60),
+                                         stdin=subprocess.DEVNULL, capture_output=True,
+                                         timeout=180)
+                except subprocess.TimeoutExpired:
+                    res = None
+                polled = None
+                if res is not None and res.returncode == 0:
+                    with contextlib.suppress(ValueError):
+                        polled = guest.parse_poll(res.stdout)
+                if polled is None:
+                    why = "no answer in 180 s" if res is None else \
+                        f"ssh exit {res.returncode}: {res.stderr.decode(errors='replace').strip()}"
+                    if res is not None and res.returncode == 0:
+                        why = f"unexpected answer {res.stdout[:80]!r}"
+                    f.write(f"[{now - started:7.1f} s] (poll failed: {why})\n")
+                    f.flush()
+                    if now - last_answer > unreachable_limit:
+                        raise CommandFailed(f"{what}: the guest did not answer for "
+                                            f"{unreachable_limit:.0f} s (log: {path})")
+                    continue
+                last_answer = now
+                status, new = polled
+                offset += len(new)
+                chunks.append(new)
+                lines = (partial + new).split(b"\n")
+                partial = lines.pop()
+                for raw in lines:
+                    line = raw.decode(errors="replace")
+                    f.write(f"[{now - started:7.1f} s] {line}\n")
+                    if line.strip():
+                        show(line.strip())
+                f.flush()
+                if status is not None:
+                    if partial:
+                        f.write(f"[{now - started:7.1f} s] {partial.decode(errors='replace')}\n")
+                    f.write(f"[exit status {status}]\n")
+                    return status, b"".join(chunks).decode(errors="replace")
+                if now - started > timeout:
+                    f.write(f"\n[timed out after {timeout:.0f} s: ending the job]\n")
+                    with contextlib.suppress(subprocess.SubprocessError, OSError):
+                        subprocess.run(ssh_argv(self.keys, self.port, job.stop()),
+                                       stdin=subprocess.DEVNULL, capture_output=True,
+                                       timeout=120)
+                    return 124, b"".join(chunks).decode(errors="replace")
 
     # ------------------------------------------------------------ VM lifecycle
 
@@ -207,17 +285,28 @@ class Check:
             st.note = f"{house.name}, {len(wheels.wheel_files(house))} wheels"
             return house
 
-    def image(self) -> Path:
-        """The cached base image for this host's recipe, built if missing."""
+    def image(self, house: Path) -> Path:
+        """The cached base image for this host's recipe, built if missing.
+
+        The image holds the wheelhouse ``house`` and the playbook's venv with the
+        project's dependencies installed from it (natively, in the chroot).
+        """
         assert self.keys is not None
         cache = self.opts.cache
         with self.step("keys and recipe") as st:
             made = self.keys.ensure()
             prov = playbook.provisioning(REPO / "ansible", self.playbook_extra_vars())
-            recipe = image.host_recipe(self.keys, prov=prov, wheelhouse=wheels.GUEST_WHEELHOUSE)
+            venv_reqs = wheels.runtime_requirements((REPO / "pyproject.toml").read_text(),
+                                                    prov.pip_extras)
+            recipe = image.host_recipe(self.keys, prov=prov, wheelhouse=wheels.GUEST_WHEELHOUSE,
+                                       venv_reqs=venv_reqs,
+                                       wheels=[w.name for w in wheels.wheel_files(house)])
+            self.wheels_in_image = bool(recipe.venv_install)
             base = cache / f"base-{recipe.digest()}.qcow2"
             st.note = (f"{base.name}, mirror {recipe.mirror}, {len(prov.packages)} playbook "
-                       "packages" + (", new keys" if made else ""))
+                       "packages" + (f", venv {prov.venv} with {len(venv_reqs)} requirements"
+                                     if recipe.venv_install else "")
+                       + (", new keys" if made else ""))
         if base.exists() and not self.opts.rebuild:
             self.steps[-1].note += " (cached)"
             return base
@@ -227,7 +316,9 @@ class Check:
                 build.mkdir(parents=True, exist_ok=True)
                 image.build_rootfs(recipe, build / "rootfs",
                                    lambda argv: self.host(argv, "build", 3600, "debootstrap",
-                                                          heavy=True))
+                                                          heavy=True,
+                                                          env=image.build_env(os.environ)),
+                                   wheelhouse=house if recipe.venv_install else None)
                 if left := image.leftover_mounts(build):
                     raise CommandFailed(f"mounts left under {build}: {left}")
             with self.step("disk image (ext4 by mkfs -d, qcow2)"):
@@ -330,15 +421,16 @@ class Check:
         with self.step("copy the checkout to /vagrant") as st:
             self.copy_checkout()
             st.note = "git ls-files, tar over ssh"
-        with self.step("copy the wheelhouse") as st:
-            self.copy_wheelhouse(house)
-            st.note = f"{len(wheels.wheel_files(house))} wheels to {wheels.GUEST_WHEELHOUSE}"
+        if not self.wheels_in_image:
+            with self.step("copy the wheelhouse") as st:
+                self.copy_wheelhouse(house)
+                st.note = f"{len(wheels.wheel_files(house))} wheels to {wheels.GUEST_WHEELHOUSE}"
         with self.step("install ansible-core (apt)"):
             self.ssh(guest.install_ansible(), "provision", 1800, "apt")
         for n in (1, 2):
             with self.step(f"playbook, run {n}") as st:
-                _, out = self.ssh(guest.playbook(self.opts.optional_packages),
-                                  f"playbook-{n}", 3600, "ansible", check=False)
+                _, out = self.job(guest.playbook(self.opts.optional_packages),
+                                  f"playbook-{n}", f"playbook-{n}", 3600, "ansible")
                 recap = guest.parse_recap(out)
                 if recap is None:
                     raise CommandFailed(f"no PLAY RECAP (log: {self.log(f'playbook-{n}')})")
@@ -355,8 +447,8 @@ class Check:
         ok = True
         for i, chk in enumerate(guest.checks(fidelity_args), 1):
             with self.step(chk.name) as st:
-                rc_, out = self.ssh(chk.command(), f"check-{i}", chk.timeout, chk.name,
-                                    check=False)
+                rc_, out = self.job(chk.command(), chk.job, f"check-{i}", chk.timeout,
+                                    chk.name)
                 st.ok = rc_ == 0
                 tail = [ln for ln in out.splitlines() if ln.strip()][-1:] or [""]
                 st.note = f"exit {rc_}: {tail[0][:100]}" if rc_ else tail[0][:100]
@@ -484,7 +576,7 @@ def run(opts: Options) -> int:
             for note in clean_stale(opts.cache):
                 console.print(f"[yellow]stale state from an earlier check:[/yellow] {note}")
             house = chk.wheelhouse()
-            base = chk.image()
+            base = chk.image(house)
             if opts.host_fidelity:
                 chk.start_host_fidelity(fidelity_args)
             chk.run_dir = opts.cache / f"run-{os.getpid()}"

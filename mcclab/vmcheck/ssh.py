@@ -12,6 +12,8 @@ from pathlib import Path
 from mcclab.vmcheck.qemu import LOOPBACK
 
 HOST_ALIAS = "mcclab-vmcheck"
+ALIVE_INTERVAL = 30
+ALIVE_COUNT = 10
 
 
 class SshTimeout(RuntimeError):
@@ -61,8 +63,10 @@ def ssh_argv(keys: Keys, port: int, command: str | None = None, user: str = "vag
             "-o", f"HostKeyAlias={HOST_ALIAS}", "-o", "StrictHostKeyChecking=yes",
             "-o", f"UserKnownHostsFile={keys.known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
             "-o", "HostKeyAlgorithms=ssh-ed25519",
-            "-o", f"ConnectTimeout={connect_timeout}", "-o", "ServerAliveInterval=15",
-            "-o", "ServerAliveCountMax=8", "-o", "LogLevel=ERROR",
+            "-o", f"ConnectTimeout={connect_timeout}",
+            # A guest busy under emulation answers keepalives late: allow 5 minutes.
+            "-o", f"ServerAliveInterval={ALIVE_INTERVAL}",
+            "-o", f"ServerAliveCountMax={ALIVE_COUNT}", "-o", "LogLevel=ERROR",
             f"{user}@{LOOPBACK}"]
     if command is not None:
         argv += ["--", command]

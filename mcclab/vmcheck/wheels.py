@@ -31,14 +31,26 @@ def requirements(pyproject_text: str, extras: str) -> list[str]:
     data = tomllib.loads(pyproject_text)
     reqs = list(data.get("build-system", {}).get("requires", []))
     reqs += EDITABLE_BUILD_EXTRA
-    project = data.get("project", {})
-    reqs += project.get("dependencies", [])
+    reqs += runtime_requirements(pyproject_text, extras)
+    return list(dict.fromkeys(reqs))
+
+
+def runtime_requirements(pyproject_text: str, extras: str) -> list[str]:
+    """What ``pip install PROJECT[extras]`` installs besides the project itself."""
+    project = tomllib.loads(pyproject_text).get("project", {})
+    reqs = list(project.get("dependencies", []))
     optional = project.get("optional-dependencies", {})
     for extra in (e.strip() for e in extras.split(",") if e.strip()):
         if extra not in optional:
             raise ValueError(f"pyproject.toml has no extra {extra!r}")
         reqs += optional[extra]
     return list(dict.fromkeys(reqs))
+
+
+def venv_install_argv(venv: str, reqs: list[str]) -> list[str]:
+    """The venv's pip installing ``reqs`` from the guest wheelhouse only."""
+    return [f"{venv}/bin/python", "-m", "pip", "install", "--quiet", "--no-index",
+            "--find-links", GUEST_WHEELHOUSE, *reqs]
 
 
 def digest(reqs: list[str], python: tuple[int, int], machine: str) -> str:

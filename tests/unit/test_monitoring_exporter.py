@@ -131,3 +131,35 @@ def test_collector_counts_a_failing_source_instead_of_failing(tmp_path):
     reg = registry_for(collector)
     base = {"node": mn.ROOT_NODE, "flow": mn.NO_FLOW, "protocol": mn.NO_FLOW}
     assert reg.get_sample_value("mcc_exporter_errors_total", {**base, "source": "links"}) == 1
+
+
+def test_a_scrape_during_a_slow_read_gets_the_last_read_instead_of_a_second_read(tmp_path):
+    import threading
+
+    c = LinkCounters(link=0, src="rl", dst="rr", backend="kernel", node="rl", iface="rl-eth0",
+                     hook="egress", time=1.0, pkts_in=12, bytes_in=None, pkts_sent=10,
+                     bytes_sent=15000, drops_queue=1, drops_loss=1, qlen_pkts=3,
+                     qlen_bytes=4500, in_flight=4)
+    collector = _collector(tmp_path, [c])
+    first = {f.name: f for f in collector.collect()}  # a complete read, remembered
+    entered, release = threading.Event(), threading.Event()
+    reads = []
+
+    def slow():
+        reads.append(1)
+        entered.set()
+        release.wait(5)
+        return [c]
+
+    collector.links.counters = slow
+    slow_scrape = threading.Thread(target=lambda: list(collector.collect()))
+    slow_scrape.start()
+    assert entered.wait(5)
+    during = {f.name: f for f in collector.collect()}  # a second scrape meanwhile
+    release.set()
+    slow_scrape.join(5)
+    assert reads == [1]  # the second scrape did not read again
+    assert during.keys() == first.keys()
+    assert during["mcc_link_bytes"].samples == first["mcc_link_bytes"].samples
+    list(collector.collect())
+    assert reads == [1, 1]  # once the read is over, the next scrape reads afresh

@@ -519,3 +519,153 @@ def test_tar_into_guest_streams_a_folder_and_reports_failure(tmp_path, monkeypat
     monkeypatch.setattr(vmrun.guest, "unpack_wheelhouse", lambda: "exit 3")
     with pytest.raises(CommandFailed, match="the wheelhouse"):
         check.copy_wheelhouse(house)
+
+
+# ---------------------------------------------------------------- session 3
+
+
+@pytest.fixture
+def fake_sudo(tmp_path, monkeypatch):
+    """A `sudo` that just runs its arguments (the guest's vagrant user has NOPASSWD sudo)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "sudo").write_text('#!/bin/sh\nexec "$@"\n')
+    (bindir / "sudo").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+
+
+def _sh(command: str, timeout: float = 20) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["sh", "-c", command], capture_output=True, timeout=timeout)
+
+
+def _poll_until_done(job: guest.Job, timeout: float = 20) -> tuple[int, bytes, int]:
+    offset, seen, polls = 0, b"", 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        polls += 1
+        status, new = guest.parse_poll(_sh(job.poll(offset)).stdout)
+        offset += len(new)
+        seen += new
+        if status is not None:
+            return status, seen, polls
+        time.sleep(0.1)
+    raise AssertionError("job never finished")
+
+
+def test_detached_job_outlives_its_starter_and_reports_status_and_the_whole_log(
+        tmp_path, fake_sudo):
+    job = guest.Job("check-1", root=str(tmp_path / "jobs"))
+    started = time.monotonic()
+    res = _sh(job.start("echo 'one two'; sleep 0.6; echo three; exit 3"))
+    # the starting call returns at once: the command runs on in its own session
+    assert res.returncode == 0 and time.monotonic() - started < 0.5
+    status, log, polls = _poll_until_done(job)
+    assert status == 3 and log == b"one two\nthree\n"
+    assert polls > 1  # it was seen running before it ended
+    pgid = int((tmp_path / "jobs" / "check-1" / "pgid").read_text())
+    assert pgid != os.getpgid(0)  # not in the starter's process group
+
+
+def test_detached_job_is_stopped_by_its_process_group(tmp_path, fake_sudo):
+    job = guest.Job("exp", root=str(tmp_path / "jobs"))
+    _sh(job.start("sleep 60 & sleep 60; echo never"))
+    pgid_file = tmp_path / "jobs" / "exp" / "pgid"
+    deadline = time.monotonic() + 5
+    while not pgid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pgid = int(pgid_file.read_text())
+    assert _sh(job.stop(grace=0.5)).returncode == 0
+    deadline = time.monotonic() + 5
+    alive = True
+    while alive and time.monotonic() < deadline:
+        alive = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True).returncode == 0
+        time.sleep(0.1)
+    assert not alive, "the job's process group survived stop()"
+    status, _ = guest.parse_poll(_sh(job.poll(0)).stdout)
+    assert status is None  # killed: no status written, the check reports the timeout itself
+
+
+def test_parse_poll_and_job_names():
+    assert guest.parse_poll(b"running\nabc") == (None, b"abc")
+    assert guest.parse_poll(b"0\n") == (0, b"")
+    assert guest.parse_poll(b"124\nx\ny\n") == (124, b"x\ny\n")
+    with pytest.raises(ValueError):
+        guest.parse_poll(b"")
+    with pytest.raises(ValueError):
+        guest.Job("../etc")
+    assert [c.job for c in guest.checks([])] == ["fidelity", "multicast", "experiment"]
+
+
+def test_checks_stretch_readiness_waits_for_the_emulated_cpu():
+    for chk in guest.checks([]):
+        assert f"MCCLAB_TIMEOUT_SCALE={guest.TIMEOUT_SCALE}" in chk.command()
+    assert guest.TIMEOUT_SCALE == 10
+
+
+def test_ssh_keepalives_tolerate_a_busy_guest(tmp_path):
+    argv = ssh_argv(Keys(tmp_path), 2222, "true")
+    opts = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-o")
+    assert int(opts["ServerAliveInterval"]) * int(opts["ServerAliveCountMax"]) >= 300
+
+
+def test_install_ansible_only_checks_when_the_image_has_it():
+    cmd = guest.install_ansible()
+    assert cmd.startswith("if command -v ansible-playbook")
+    assert "apt-get update" in cmd.split("else", 1)[1]
+
+
+def test_the_project_playbook_s_venv_command_is_read_from_the_python_role():
+    prov = playbook.provisioning(Path(__file__).resolve().parents[2] / "ansible",
+                                 guest.extra_vars())
+    assert prov.venv == "/opt/mcclab/venv"
+    assert prov.venv_command == ("/usr/bin/python3", "-m", "venv", "--system-site-packages",
+                                 "/opt/mcclab/venv")
+
+
+def test_substitute_fills_nested_string_variables_only():
+    names = {"a": "/opt", "b": "{{ a }}/venv", "n": 3}
+    assert playbook.substitute("{{ b }}/bin/python", names) == "/opt/venv/bin/python"
+    for bad in ("{{ n }}", "{{ missing }}", "{{ a | realpath }}"):
+        with pytest.raises(playbook.PlaybookError):
+            playbook.substitute(bad, names)
+
+
+def test_image_creates_the_venv_and_installs_the_dependencies_from_the_wheelhouse(tmp_path):
+    keys = Keys(tmp_path / "keys")
+    keys.ensure()
+    prov = playbook.Provisioning(("mininet",), (), "dev", "/opt/v",
+                                 ("/usr/bin/python3", "-m", "venv", "/opt/v"))
+    r = image.host_recipe(keys, etc=tmp_path, env={}, ca_dir=tmp_path / "none", prov=prov,
+                          wheelhouse=wheels.GUEST_WHEELHOUSE, venv_reqs=["numpy>=1"],
+                          wheels=["numpy-2.0-cp311-cp311-linux_x86_64.whl"])
+    cmds = r.preinstall_commands()
+    apt = next(i for i, c in enumerate(cmds) if "mininet" in c)
+    venv = cmds.index(["/usr/bin/python3", "-m", "venv", "/opt/v"])
+    pip = cmds[venv + 1]
+    assert apt < venv  # python3-venv comes with the playbook's packages
+    assert pip[:3] == ["/opt/v/bin/python", "-m", "pip"] and pip[-1] == "numpy>=1"
+    assert "--no-index" in pip and pip[pip.index("--find-links") + 1] == wheels.GUEST_WHEELHOUSE
+    # new wheels or requirements make a new image
+    other = image.host_recipe(keys, etc=tmp_path, env={}, ca_dir=tmp_path / "none", prov=prov,
+                              wheelhouse=wheels.GUEST_WHEELHOUSE, venv_reqs=["numpy>=1"],
+                              wheels=["numpy-2.1-cp311-cp311-linux_x86_64.whl"])
+    assert other.digest() != r.digest()
+    # without requirements nothing of the venv goes into the image
+    bare = image.host_recipe(keys, etc=tmp_path, env={}, ca_dir=tmp_path / "none", prov=prov)
+    assert not bare.venv_install and ["/usr/bin/python3", "-m", "venv", "/opt/v"] not in \
+        bare.preinstall_commands()
+    with pytest.raises(ValueError):
+        image.build_rootfs(r, tmp_path / "root", lambda argv: None)  # no wheelhouse given
+
+
+def test_runtime_requirements_leave_out_the_build_system():
+    text = ('[build-system]\nrequires = ["setuptools>=68"]\n[project]\nname = "x"\n'
+            'dependencies = ["pandas>=2"]\n[project.optional-dependencies]\ndev = ["pytest"]\n')
+    assert wheels.runtime_requirements(text, "dev") == ["pandas>=2", "pytest"]
+    assert "setuptools>=68" in wheels.requirements(text, "dev")
+
+
+def test_the_image_build_does_not_see_the_host_s_pip_settings():
+    env = image.build_env({"PATH": "/usr/bin", "PIP_FIND_LINKS": "/opt/wheels",
+                           "PIP_INDEX_URL": "https://x/simple", "LANG": "C.UTF-8"})
+    assert env == {"PATH": "/usr/bin", "LANG": "C.UTF-8"}
