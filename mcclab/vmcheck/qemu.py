@@ -19,6 +19,7 @@ from pathlib import Path
 from mcclab.vmcheck.procs import priority_prefix
 
 QEMU = "qemu-system-x86_64"
+CPU = "max,-avx2"  # see qemu_argv
 LOOPBACK = "127.0.0.1"
 
 
@@ -45,13 +46,16 @@ class VmSpec:
 def qemu_argv(vm: VmSpec) -> list[str]:
     """The full command line, with ``chrt``/``nice`` in front if asked for.
 
-    TCG (software emulation) with every CPU feature: /dev/kvm on this host cannot
-    run a stock guest kernel. ``cache=unsafe``: the overlay is thrown away after
-    the check, and guest fsyncs are then free.
+    TCG (software emulation): /dev/kvm on this host cannot run a stock guest
+    kernel. Every CPU feature but AVX2: Debian 12's QEMU 7.2 emulates AVX2 wrongly
+    enough that numpy 2.4's AVX2 argsort returns unsorted indices (checked with
+    qemu-x86_64 -cpu max; fine with -avx2), which crashed the guest's analysis in
+    pandas' sort_values. ``cache=unsafe``: the overlay is thrown away after the
+    check, and guest fsyncs are then free.
     """
     argv = priority_prefix(vm.nice, vm.idle) + [
         QEMU, "-name", vm.name,
-        "-machine", "pc", "-accel", "tcg,thread=multi", "-cpu", "max",
+        "-machine", "pc", "-accel", "tcg,thread=multi", "-cpu", CPU,
         "-smp", str(vm.cpus), "-m", str(vm.memory_mb),
         "-drive", f"file={vm.disk},if=virtio,format=qcow2,cache=unsafe,discard=unmap",
         "-netdev", f"user,id=net0,hostfwd=tcp:{LOOPBACK}:{vm.ssh_port}-:22",
