@@ -169,6 +169,12 @@ def spin_for(placed: list[tuple[Direction, Placement]]) -> int:
     return DEFAULT_SPIN_US if slow else 0
 
 
+def _env_int(name: str, default: int | None = None) -> int | None:
+    """An integer from the environment, ``default`` when unset or empty."""
+    text = os.environ.get(name)
+    return int(text) if text else default
+
+
 def _same_graph(a: Topology, b: Topology) -> bool:
     """True when two topologies have the same nodes and links (parameters may differ)."""
     return (a.nodes == b.nodes
@@ -218,11 +224,9 @@ class UserspaceEmulation(LinkEmulation):
         super().__init__(reason=reason, notes=warnings(topo, "userspace"))
         self.topo, self.plan, self.state, self.runner = topo, plan, state, runner
         self.binary = binary or userspace.linkemu_binary()
-        env = os.environ.get(SPIN_ENV)
-        self.spin_us = spin_us if spin_us is not None else (int(env) if env else None)
-        rt_env = os.environ.get(RT_ENV)
+        self.spin_us = spin_us if spin_us is not None else _env_int(SPIN_ENV)
         self.rt_priority = (rt_priority if rt_priority is not None
-                            else int(rt_env) if rt_env else DEFAULT_RT_PRIORITY)
+                            else _env_int(RT_ENV, DEFAULT_RT_PRIORITY))
         self.dir = state.path / "links"
         self.emulators: dict[str, Emulator] = {}
         self.rules: dict[int, Cmd] = {}  # queue number -> installed rule

@@ -171,11 +171,6 @@ def snapshot(lab: Lab, groups: list[str], nodes: list[str] | None = None) -> Sna
     return snap
 
 
-def read_counters(lab: Lab, groups: list[str]) -> dict[tuple[str, str], int]:
-    """Current packet count per (iface, group) over the whole lab."""
-    return snapshot(lab, groups).values
-
-
 def node_windows(before: Snapshot, after: Snapshot) -> dict[str, tuple[float, float]]:
     """Per node, the (shortest, longest) time between its two reads.
 
