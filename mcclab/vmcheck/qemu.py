@@ -19,7 +19,7 @@ from pathlib import Path
 from mcclab.vmcheck.procs import priority_prefix
 
 QEMU = "qemu-system-x86_64"
-CPU = "max"  # see qemu_argv
+CPU = "max,avx=off,avx2=off,fma=off,f16c=off"  # see qemu_argv
 LOOPBACK = "127.0.0.1"
 
 
@@ -46,12 +46,13 @@ class VmSpec:
 def qemu_argv(vm: VmSpec) -> list[str]:
     """The full command line, with ``chrt``/``nice`` in front if asked for.
 
-    TCG (software emulation) with every CPU feature: /dev/kvm on this host cannot
-    run a stock guest kernel. Known fault: Debian 12's QEMU 7.2 emulates AVX2 wrongly
-    enough that numpy 2.4's argsort returns unsorted indices (qemu-x86_64 -cpu max;
-    correct with -avx2), which crashes the guest's analysis in pandas' sort_values.
-    ``max,-avx2`` alone is no cure: apt's http method then died of SIGILL while
-    provisioning (docs/vm-check.md). ``cache=unsafe``: the overlay is thrown away
+    TCG (software emulation): /dev/kvm on this host cannot run a stock guest
+    kernel. The CPU is ``max`` without the AVX family, because Debian 12's QEMU 7.2
+    emulates AVX2 wrongly: numpy 2.4's sorts went wrong under ``-cpu max`` (191 of
+    400 in user-mode qemu-x86_64; 0 with this CPU), which crashed the guest's
+    analysis in pandas' sort_values. Dropping AVX2 alone is no cure: AVX, FMA and
+    F16C then promise instructions that code uses, and apt's http method died of
+    SIGILL (docs/vm-check.md). ``cache=unsafe``: the overlay is thrown away
     after the check, and guest fsyncs are then free.
     """
     argv = priority_prefix(vm.nice, vm.idle) + [
