@@ -14,8 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcclab.experiment.spec import Experiment, MulticastFlow, OnOffFlow, Period, TcpFlow, UdpFlow
+from mcclab.commands import Cmd, sysctl
+from mcclab.experiment.spec import (
+    Experiment,
+    MulticastFlow,
+    OnOffFlow,
+    Period,
+    TcpFlow,
+    UdpFlow,
+    carries_tcp,
+)
 from mcclab.model.addressing import AddressPlan
+from mcclab.net.node_config import netns_name
 
 IPERF_BASE_PORT = 5201
 METRICS_BASE_PORT = 9464
@@ -43,6 +53,7 @@ class LaunchPlan:
 
     launches: list[Launch] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # path -> content
+    setup: list[Cmd] = field(default_factory=list)  # run once the lab is up, before any flow
     onoff: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
@@ -89,12 +100,21 @@ def _iperf_client(flow: Any, address: str, port: int, seconds: float, carrier: s
     return tuple(argv)
 
 
+def host_setup(exp: Experiment) -> list[Cmd]:
+    """Per-host settings the flows ask for: SACK off where a TCP sender says ``sack: false``.
+
+    SACK is negotiated in the handshake, so turning it off at the sender is enough.
+    """
+    hosts = sorted({f.sender for f in exp.flows if carries_tcp(f) and not f.sack})
+    return [sysctl(netns_name(h), "net.ipv4.tcp_sack", 0) for h in hosts]
+
+
 def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
                   python: str = sys.executable) -> LaunchPlan:
     """Every process the experiment starts, with its times, node and log file."""
     from agents.runtime.registry import get
 
-    out = LaunchPlan()
+    out = LaunchPlan(setup=host_setup(exp))
     metrics_port: dict[str, int] = {}
 
     def metrics_addr(node: str) -> str:

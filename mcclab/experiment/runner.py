@@ -262,6 +262,7 @@ def execute(res: Resolved, options: RunOptions) -> Path:
         launch_plan = plan_launches(exp, lab.plan, run_dir)
         for path, content in launch_plan.files.items():
             Path(path).write_text(content)
+        lab.runner.run_all(launch_plan.setup)
         monitoring = start_monitoring(lab, run_dir, exp, launch_plan)
         options.announce(monitoring.announcement)
         _timeline(lab, exp.duration, launch_plan, st, options)

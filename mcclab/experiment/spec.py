@@ -51,6 +51,11 @@ class MulticastFlow(_Flow):
         default_factory=dict, description="per-receiver start times (default: the flow's)")
 
 
+SACK_DOC = ("false: the sender's namespace runs TCP without selective acknowledgements "
+            "(net.ipv4.tcp_sack=0), closer to ns-2's Reno, which has none; a per-host "
+            "setting, so every TCP flow from one sender must agree")
+
+
 class TcpFlow(_Flow):
     """A bulk TCP transfer (iperf3) with a chosen congestion control, set per socket."""
 
@@ -59,6 +64,7 @@ class TcpFlow(_Flow):
     receiver: NodeName
     cc: Literal["reno", "cubic", "bbr"] = "reno"
     mss: Size | None = Field(None, description="TCP maximum segment size, e.g. 1000B")
+    sack: bool = Field(True, description=SACK_DOC)
 
 
 class UdpFlow(_Flow):
@@ -89,6 +95,7 @@ class OnOffFlow(_Flow):
     rate: Rate | None = Field(None, description="UDP rate (required for carrier udp)")
     packet_size: Size = 1000
     cc: Literal["reno", "cubic", "bbr"] = "reno"
+    sack: bool = Field(True, description=SACK_DOC)
     # Not "on"/"off": YAML 1.1 reads those words as booleans.
     on_period: Period
     off_period: Period
@@ -195,6 +202,16 @@ class Experiment(StrictModel):
                 raise ValueError(f"flows[{i}].start: {flow.start:g}s is after the run ends")
             if flow.stop is not None and flow.stop > self.duration:
                 raise ValueError(f"flows[{i}].stop: {flow.stop:g}s is after the run ends")
+        sack: dict[str, tuple[int, bool]] = {}
+        for i, flow in enumerate(self.flows):
+            if not carries_tcp(flow):
+                continue
+            first = sack.setdefault(flow.sender, (i, flow.sack))
+            if first[1] != flow.sack:
+                raise ValueError(
+                    f"flows[{i}].sack: {flow.sack} differs from flows[{first[0]}].sack "
+                    f"({first[1]}), but SACK is set per host and both send from "
+                    f"{flow.sender!r}")
         known = set(names)
         for i, ref in enumerate(self.references):
             for flow in _flows_of(ref):
@@ -205,6 +222,11 @@ class Experiment(StrictModel):
             if problem:
                 raise ValueError(f"figures[{i}].{problem}")
         return self
+
+
+def carries_tcp(flow: Any) -> bool:
+    """True for flows that run TCP: bulk TCP and on/off flows with a TCP carrier."""
+    return isinstance(flow, TcpFlow) or (isinstance(flow, OnOffFlow) and flow.carrier == "tcp")
 
 
 def _flows_of(ref: Any) -> list[str]:

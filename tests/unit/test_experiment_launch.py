@@ -79,3 +79,37 @@ def test_feedback_protocols_get_a_feedback_port_per_session():
         "feedback_port") for name in ("plain", "a", "b")}
     assert ports["plain"] is None
     assert ports["a"] != ports["b"] and None not in (ports["a"], ports["b"])
+
+
+def _with_flows(*flows: dict):
+    """The default experiment with its TCP flow replaced by the given ones (the first named tcp)."""
+    from mcclab.experiment.spec import Experiment
+
+    data = resolve("default").experiment.model_dump(mode="json")
+    data["flows"] = [f for f in data["flows"] if f["type"] != "tcp"] + list(flows)
+    return Experiment.model_validate(data)
+
+
+def test_sack_is_on_unless_a_tcp_sender_turns_it_off():
+    res = resolve("default")
+    assert plan_launches(res.experiment, plan_addresses(res.topology), RUN).setup == []
+    exp = _with_flows(
+        {"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2", "sack": False},
+        {"name": "t2", "type": "tcp", "sender": "s2", "receiver": "d2", "sack": False})
+    setup = plan_launches(exp, plan_addresses(res.topology), RUN).setup
+    # once per host, inside the sender's namespace; the receiver keeps its default
+    assert [str(c) for c in setup] == ["[mcl-s2] sysctl -q -w net.ipv4.tcp_sack=0"]
+
+
+def test_sack_must_agree_between_tcp_flows_of_one_sender():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"flows\[2\]\.sack: True differs from flows\[1\]"):
+        _with_flows(
+            {"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2", "sack": False},
+            {"name": "t2", "type": "tcp", "sender": "s2", "receiver": "d2"})
+    # a UDP flow from the same host has no say
+    _with_flows(
+        {"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2", "sack": False},
+        {"name": "u", "type": "udp", "sender": "s2", "receiver": "d2", "rate": "1Mbit"})
