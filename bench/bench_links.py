@@ -44,6 +44,7 @@ from rich.table import Table
 from mcclab.features import probe as probe_features
 from mcclab.lab import Lab, LabOptions
 from mcclab.links import fidelity as fx
+from mcclab.links.kernel import htb_burst_bytes
 from mcclab.model.loader import resolve_topology
 from mcclab.model.topology import RedParams, Topology
 
@@ -194,6 +195,15 @@ def forward_counters(lab: Lab) -> dict:
                 if (c.src, c.dst) == ("r", "d"))
 
 
+def token_bucket(lab: Lab, rate_bps: float) -> int:
+    """Bytes the backend's rate limiter lets through unqueued after idle (the probes need it).
+
+    The kernel backend's htb keeps a bucket of ``htb_burst_bytes``; the userspace
+    emulator serialises every packet and has none.
+    """
+    return htb_burst_bytes(rate_bps) if lab.links.backend == "kernel" else 0
+
+
 def measure(lab: Lab, s: Setting, quick: bool, step: Callable[[str], None]) -> Result:
     """Run every measurement that applies to ``s``."""
     r = Result(s)
@@ -225,7 +235,8 @@ def measure(lab: Lab, s: Setting, quick: bool, step: Callable[[str], None]) -> R
         flow = fx.probe(lab, "s", "d", count=int(pps * (skip + 2.0)), size=size, pps=pps,
                         idle=0.5 + 2 * s.delay)
         after = forward_counters(lab)
-        r.queue = fx.queue_at_drops(flow, s.rate, size, skip=skip, pps=pps) | {
+        r.queue = fx.queue_at_drops(flow, s.rate, size, skip=skip, pps=pps,
+                                    bucket_bytes=token_bucket(lab, s.rate)) | {
             "max_qlen": after["max_qlen"], "sent": flow.count, "lost": flow.lost,
             "emulator_drops": after["drops_queue"] - before["drops_queue"]}
     else:
@@ -274,14 +285,21 @@ def red_point(lab: Lab, s: Setting, target: float, quick: bool) -> dict:
     lost, sent = fx.drop_fraction_after(burst, skip=warm, pps=pps)
     total = lost / sent
     fraction = 1 - (1 - total) / (1 - s.loss)  # RED's share (random loss comes first)
-    queue = fx.queue_from_owd(burst, s.rate, size, skip=warm)["mean"]
-    return {
+    queue = fx.queue_from_owd(burst, s.rate, size, skip=warm,
+                              bucket_bytes=token_bucket(lab, s.rate))["mean"]
+    point = {
         "target": target, "sent": sent, "drop_fraction": fraction,
         "avg_queue_owd": queue,
         "avg_queue_emulator": sum(samples) / len(samples) if samples else math.nan,
         "curve_avg": fx.red_avg_for_fraction(fraction, red),
         "curve_fraction_at_avg": fx.red_expected_fraction(queue, red),
     }
+    if lab.links.backend == "kernel":
+        # Linux's red spaces drops uniformly on [1, 1/p_b] (Floyd's rule without
+        # ns-2's wait_), so it reaches a fraction at a lower average: its own curve,
+        # reported beside the target, which stays ns-2's.
+        point["curve_avg_linux"] = fx.red_avg_for_fraction(fraction, red, wait=False)
+    return point
 
 
 def verdicts(r: Result) -> dict[str, bool | None]:

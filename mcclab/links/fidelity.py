@@ -323,7 +323,32 @@ def probe(lab: Lab, src: str, dst: str, count: int, size: int = 1000, pps: float
     return Probe(count, data["seq"], data["sent_ns"], data["recv_ns"])
 
 
-def _waiting_ahead(p: Probe, rate_bps: float, size: int) -> dict[int, int]:
+def _waits_before_first_loss(p: Probe, t: float, bucket: float) -> dict[int, float]:
+    """The wait (ns) the queue's recursion gives each packet sent before the first loss.
+
+    A token bucket of depth ``bucket`` (ns of the rate; 0: none) lets a packet
+    leave as soon as the tokens are not negative, and each departure takes T of
+    them: with ``bucket`` = 0 this is W_i = max(0, W_i-1 + T - gap_i).
+    """
+    sent = dict(zip(p.seq, p.sent_ns, strict=True))
+    out: dict[int, float] = {}
+    tokens, updated, free = bucket, None, -math.inf
+    for seq in range(p.count):
+        if seq not in sent:
+            break
+        leave = max(float(sent[seq]), free)
+        if updated is not None:
+            tokens = min(bucket, tokens + leave - updated)
+        if tokens < 0:
+            leave -= tokens
+            tokens = 0.0
+        out[seq] = leave - sent[seq]
+        tokens, updated, free = tokens - t, leave, leave
+    return out
+
+
+def _waiting_ahead(p: Probe, rate_bps: float, size: int,
+                   bucket_bytes: int = 0) -> dict[int, int]:
     """Per received datagram: how many packets were waiting ahead of it, from its delay.
 
     A packet that waited W behind k queued packets and the residual of the one
@@ -333,24 +358,22 @@ def _waiting_ahead(p: Probe, rate_bps: float, size: int) -> dict[int, int]:
     up (~0.1-0.2 ms here), one reaching a busy one does not, which at 50 Mbit/s
     is a whole packet time. So the base is taken from the packets before the
     first loss, each minus the wait the queue's recursion gives it from the
-    send times (W_i = max(0, W_i-1 + T - gap_i)), and the median of those.
+    send times, and the median of those. ``bucket_bytes`` is the depth of a
+    rate limiter's token bucket (the kernel backend's htb): its tokens let the
+    first packets of an overload pass unqueued, and a recursion without them
+    would read those packets' delays as a base too low by up to the bucket,
+    and every queue after it as one or two packets longer (measured on htb).
     """
     t = size * 8 / rate_bps * 1e9
     owd = {seq: r - s for seq, s, r in zip(p.seq, p.sent_ns, p.recv_ns, strict=True)}
-    sent = dict(zip(p.seq, p.sent_ns, strict=True))
-    bases, wait = [], 0.0
-    for seq in range(p.count):
-        if seq not in owd:
-            break
-        if seq:
-            wait = max(0.0, wait + t - (sent[seq] - sent[seq - 1]))
-        bases.append(owd[seq] - wait)
+    waits = _waits_before_first_loss(p, t, bucket_bytes * 8 / rate_bps * 1e9)
+    bases = [owd[seq] - w for seq, w in waits.items()]
     base = statistics.median(bases) if bases else min(owd.values())
     return {seq: max(0, math.ceil((o - base) / t - 1e-6) - 1) for seq, o in owd.items()}
 
 
 def queue_at_drops(p: Probe, rate_bps: float, size: int, skip: float,
-                   pps: float) -> dict[str, float]:
+                   pps: float, bucket_bytes: int = 0) -> dict[str, float]:
     """The queue length at which arrivals are dropped, from an overloading constant-rate flow.
 
     Once the queue is full, every admitted packet finds the queue one short of
@@ -360,7 +383,7 @@ def queue_at_drops(p: Probe, rate_bps: float, size: int, skip: float,
     over every loss is robust to the odd delay sample off by one.
     """
     first = math.ceil(skip * pps)
-    ahead = _waiting_ahead(p, rate_bps, size)
+    ahead = _waiting_ahead(p, rate_bps, size, bucket_bytes)
     got = sorted(s for s in ahead if s >= first)
     lost = sorted(set(range(first, p.count)) - set(got))
     at_drop = []
@@ -375,9 +398,10 @@ def queue_at_drops(p: Probe, rate_bps: float, size: int, skip: float,
             "max_queue": max((ahead[s] + 1 for s in got), default=math.nan)}
 
 
-def queue_from_owd(p: Probe, rate_bps: float, size: int, skip: float) -> dict[str, float]:
+def queue_from_owd(p: Probe, rate_bps: float, size: int, skip: float,
+                   bucket_bytes: int = 0) -> dict[str, float]:
     """Mean number of packets waiting ahead of each arrival sent after ``skip`` seconds."""
-    ahead = _waiting_ahead(p, rate_bps, size)
+    ahead = _waiting_ahead(p, rate_bps, size, bucket_bytes)
     start = p.sent_ns[0] + skip * 1e9
     ks = [ahead[seq] for seq, s in zip(p.seq, p.sent_ns, strict=True) if s >= start]
     return {"mean": sum(ks) / len(ks) if ks else math.nan, "samples": len(ks)}

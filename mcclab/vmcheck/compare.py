@@ -58,7 +58,9 @@ def quantities(result: dict) -> dict[str, tuple[str, Cell]]:
         ok = abs(p["avg_queue_owd"] - p["curve_avg"]) <= tol_red
         out[f"RED avg queue at f={p['target']:g} (pkt)"] = (
             f"{p['curve_avg']:.1f} ± {tol_red:.1f}",
-            Cell(f"{p['avg_queue_owd']:.1f} (f {p['drop_fraction'] * 100:.1f}%)", ok))
+            Cell(f"{p['avg_queue_owd']:.1f} (f {p['drop_fraction'] * 100:.1f}%"
+                 + (f"; Linux red's curve {p['curve_avg_linux']:.1f}"
+                    if "curve_avg_linux" in p else "") + ")", ok))
     return out
 
 

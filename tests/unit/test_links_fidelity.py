@@ -57,6 +57,17 @@ def test_count_spaced_drops_are_about_2pb_or_2pb_over_3():
     assert fx.red_drop_fraction(1, wait=True) == 1
 
 
+def test_linux_reds_spacing_reaches_a_fraction_at_a_lower_average():
+    # Linux's red drops at the n-th arrival with n = ceil(U / p_b), U uniform (red.h), so
+    # the mean gap is 1/(2 p_b) + 1/2: Floyd's rule without wait_, within 2 %. The
+    # fraction is ~2 p_b, where ns-2's wait_ gives ~2 p_b / 3. At min 5, max 15,
+    # max_p 0.1 and f = 3 %: p_b ~ 0.015 -> avg ~ 6.5; ns-2: ~ 9.5.
+    red = RedParams(min_th="5pkt", max_th="15pkt", max_p="10%", gentle=False)
+    assert fx.red_drop_fraction(0.015, wait=False) == pytest.approx(2 * 0.015 / 1.015, rel=0.02)
+    assert fx.red_avg_for_fraction(0.03, red, wait=False) == pytest.approx(6.5, abs=0.05)
+    assert fx.red_avg_for_fraction(0.03, red) == pytest.approx(9.5, abs=0.1)
+
+
 def test_inverting_the_curve():
     for fraction in (0.01, 0.03, 0.1, 0.2):
         avg = fx.red_avg_for_fraction(fraction, RED)
@@ -100,6 +111,49 @@ def test_queue_at_drops_finds_the_limit(limit, wake):
     q = fx.queue_at_drops(p, 10e6, 1000, skip=1.0, pps=pps)
     assert q["drops"] > 100
     assert q["queue_at_drop"] == limit
+
+
+def simulate_htb(limit: int, rate_pps: float, service: float, count: int, bucket: float,
+                 delay: float = 0.01) -> fx.Probe:
+    """A pfifo of ``limit`` packets under a token bucket of ``bucket`` seconds, as htb.
+
+    A packet leaves the pfifo once the tokens are not negative and takes one
+    service time of them, so the bucket lets the first packets of an overload
+    through unqueued, and the packet "in service" has already left.
+    """
+    seq, sent, recv, leaves = [], [], [], []
+    tokens, updated, free = bucket, None, -1.0
+    for i in range(count):
+        t = i / rate_pps
+        if sum(1 for d in leaves if d > t) >= limit:
+            continue
+        leave = max(t, free)
+        if updated is not None:
+            tokens = min(bucket, tokens + leave - updated)
+        if tokens < 0:
+            leave, tokens = leave - tokens, 0.0
+        tokens, updated, free = tokens - service, leave, leave
+        leaves.append(leave)
+        seq.append(i)
+        sent.append(int(t * 1e9))
+        recv.append(int((leave + delay) * 1e9))
+    return fx.Probe(count, seq, sent, recv)
+
+
+def test_queue_at_drops_sees_through_the_kernel_backends_token_bucket():
+    # 1 Mbit/s, 1000-byte packets, htb's 1500-byte bucket (htb_burst_bytes): 12 ms of
+    # tokens let the first packets of a 25 % overload through unqueued. Measured on
+    # this host's htb + pfifo 40: 42 without the bucket in the recursion, while 39
+    # packets arrived after the last one was sent (the pfifo held its 40).
+    service = 1000 * 8 / 1e6
+    pps = 1.25 / service
+    p = simulate_htb(40, pps, service, int(pps * 5), bucket=1500 * 8 / 1e6)
+    assert fx.queue_at_drops(p, 1e6, 1000, skip=1.5, pps=pps)["queue_at_drop"] == 42
+    q = fx.queue_at_drops(p, 1e6, 1000, skip=1.5, pps=pps, bucket_bytes=1500)
+    assert q["drops"] > 50 and q["queue_at_drop"] == 40
+    # without a bucket the two recursions agree
+    p0 = simulate_htb(40, pps, service, int(pps * 5), bucket=0.0)
+    assert fx.queue_at_drops(p0, 1e6, 1000, skip=1.5, pps=pps)["queue_at_drop"] == 40
 
 
 def test_mean_queue_from_delays_of_a_steady_full_queue():

@@ -295,8 +295,9 @@ def result(group: str, disc: str = "droptail", udp: float = 3.2e6, red: list | N
 
 def test_comparison_lines_up_the_two_backends_per_setting_and_quantity():
     red = [{"target": 0.03, "drop_fraction": 0.031, "avg_queue_owd": 6.0, "curve_avg": 9.5}]
+    kernel_red = [dict(red[0], curve_avg_linux=6.5)]  # only the kernel side has Linux's curve
     kernel = {"results": [result("rate", udp=3.0e6, verdicts={"udp rate ±2%": False}),
-                          result("red", "red", red=red)]}
+                          result("red", "red", red=kernel_red)]}
     user = {"results": [result("rate"), result("red", "red", red=[dict(red[0],
                                                                        avg_queue_owd=9.4)])]}
     rows = compare.comparison(kernel, user)
@@ -306,6 +307,8 @@ def test_comparison_lines_up_the_two_backends_per_setting_and_quantity():
     assert udp[4].ok is True
     red_row = by[("red", "RED avg queue at f=0.03 (pkt)")]
     assert red_row[2] == "9.5 ± 1.0" and red_row[3].ok is False and red_row[4].ok is True
+    assert red_row[3].text == "6.0 (f 3.1%; Linux red's curve 6.5)"
+    assert red_row[4].text == "9.4 (f 3.1%)"
     text = compare.markdown(rows)
     assert "| kernel (VM) | userspace (host) |" in text and "MISS" in text
     assert compare.misses(kernel) == ["rate: 3.2 Mbit/s, 10 ms, 0%, 40 pkt droptail: udp rate ±2%"]
