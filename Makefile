@@ -21,7 +21,7 @@ help:
 	@echo "make test        run the test suite (needs root for the network tests)"
 	@echo "make lint        ruff, ansible-lint and the schema check"
 	@echo "make clean       remove every namespace, interface and process mcclab made"
-	@echo "make vm-check    slow (~23 min cached, ~27 cold, under QEMU TCG): a Debian 12 VM provisioned with the"
+	@echo "make vm-check    slow (~23 min cached, ~30 cold, under QEMU TCG): a Debian 12 VM provisioned with the"
 	@echo "                 playbook, kernel link backend checks inside (docs/vm-check.md)"
 
 setup:

@@ -49,7 +49,7 @@ def qemu_argv(vm: VmSpec) -> list[str]:
     TCG (software emulation): /dev/kvm on this host cannot run a stock guest
     kernel. The CPU is ``max`` without the AVX family, because Debian 12's QEMU 7.2
     emulates AVX2 wrongly: numpy 2.4's sorts went wrong under ``-cpu max`` (191 of
-    400 in user-mode qemu-x86_64; 0 with this CPU), which crashed the guest's
+    640 in user-mode qemu-x86_64; 0 with this CPU), which crashed the guest's
     analysis in pandas' sort_values. Dropping AVX2 alone is no cure: AVX, FMA and
     F16C then promise instructions that code uses, and apt's http method died of
     SIGILL (docs/vm-check.md). ``cache=unsafe``: the overlay is thrown away
