@@ -165,6 +165,7 @@ class Result:
     rtt_expected: float = math.nan
     udp_bps: float = math.nan
     tcp_bps: float = math.nan
+    tcp: dict = field(default_factory=dict)  # the TCP measurement's detail
     tcp_applicable: bool = True
     loss: dict = field(default_factory=dict)
     queue: dict = field(default_factory=dict)
@@ -215,7 +216,8 @@ def measure(lab: Lab, s: Setting, quick: bool, step: Callable[[str], None]) -> R
     # cubic keeps a link full when the queue holds >= ~0.43 BDP; random loss caps TCP (Mathis).
     r.tcp_applicable = s.loss == 0 and s.limit >= 0.5 * s.bdp_pkts
     tcp_secs = (8.0 if quick else 12.0) + 4 * s.delay * 10
-    r.tcp_bps = fx.tcp_rate(lab, "s", "d", seconds=tcp_secs, skip=2.0 + 20 * s.delay).ip_bps
+    tcp = fx.tcp_rate(lab, "s", "d", seconds=tcp_secs, skip=2.0 + 20 * s.delay)
+    r.tcp_bps, r.tcp = tcp.ip_bps, tcp.detail | {"seconds": tcp.seconds}
     # Pings after the rate tests: the emulators are warm and the queue has drained.
     step("200 pings")
     r.rtt = fx.rtt_summary(fx.icmp_rtts(lab, "s", "d", count=200, interval=0.01))

@@ -242,7 +242,10 @@ def tcp_rate(lab: Lab, src: str, dst: str, seconds: float = 8.0, cc: str = "cubi
     return RateResult(goodput * TCP_IP_BYTES / TCP_PAYLOAD, secs,
                       {"goodput_bps": goodput, "retransmits": sent.get("retransmits"),
                        "whole_test_goodput_bps": result["end"]["sum_received"]
-                       ["bits_per_second"]})
+                       ["bits_per_second"],
+                       # the receiver's intervals counted, for a rate that misses
+                       "intervals": [[round(s["start"], 3), round(s["seconds"], 3),
+                                      s["bytes"]] for s in sums]})
 
 
 @dataclass
