@@ -163,3 +163,18 @@ def test_mean_queue_from_delays_of_a_steady_full_queue():
     assert fx.queue_from_owd(p, 10e6, 1000, skip=1.0)["mean"] == pytest.approx(19, abs=0.05)
     lost, sent = fx.drop_fraction_after(p, skip=1.0, pps=pps)
     assert lost / sent == pytest.approx(0.2, abs=0.01)
+
+
+def test_rate_windows_leave_out_the_clients_last_second():
+    # The server's intervals of a 10-s TCP test in the VM (1 Mbit/s, 50 ms): the one
+    # starting at 9 s held 63 % of a second's bytes, because the client, whose clock
+    # started first, stopped inside it; counting it read 0.946 Mbit/s for a full link.
+    full, last = 120184, 75296
+    server = [{"sum": {"start": float(k), "seconds": 1.0, "bytes": full}} for k in range(9)]
+    server += [{"sum": {"start": 9.0, "seconds": 1.0, "bytes": last}},
+               {"sum": {"start": 10.0, "seconds": 0.4, "bytes": 30000}}]
+    sums = fx._server_intervals({"server_output_json": {"intervals": server}}, skip=3.0,
+                                seconds=10.0)
+    assert [s["start"] for s in sums] == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    goodput = sum(s["bytes"] for s in sums) * 8 / sum(s["seconds"] for s in sums)
+    assert goodput * fx.TCP_IP_BYTES / fx.TCP_PAYLOAD == pytest.approx(0.996e6, rel=0.001)
