@@ -26,6 +26,7 @@ from mcclab.experiment.spec import (
 )
 from mcclab.model.addressing import AddressPlan
 from mcclab.net.node_config import netns_name
+from mcclab.net.tcp_window import clamp_cmds
 
 IPERF_BASE_PORT = 5201
 METRICS_BASE_PORT = 9464
@@ -109,12 +110,25 @@ def host_setup(exp: Experiment) -> list[Cmd]:
     return [sysctl(netns_name(h), "net.ipv4.tcp_sack", 0) for h in hosts]
 
 
+def window_setup(exp: Experiment, plan: AddressPlan, python: str = sys.executable) -> list[Cmd]:
+    """The window ceilings the TCP flows ask for (``max_window``), per sender and receiver."""
+    pairs = sorted({(f.sender, f.receiver, f.max_window) for f in exp.flows
+                    if carries_tcp(f) and f.max_window is not None})
+    out: list[Cmd] = []
+    for sender, receiver, segments in pairs:
+        dest = plan.address_of(receiver)
+        gateway, dev = plan.next_hop(sender, dest)
+        out += clamp_cmds(netns_name(sender), netns_name(receiver), dest, gateway, dev,
+                          segments, python)
+    return out
+
+
 def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
                   python: str = sys.executable) -> LaunchPlan:
     """Every process the experiment starts, with its times, node and log file."""
     from agents.runtime.registry import get
 
-    out = LaunchPlan(setup=host_setup(exp))
+    out = LaunchPlan(setup=host_setup(exp) + window_setup(exp, plan, python))
     metrics_port: dict[str, int] = {}
 
     def metrics_addr(node: str) -> str:

@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from mcclab.experiment.quantities import FigureRef, Reference
 from mcclab.model.topology import IgmpSettings, LinkOverride, NodeName, StrictModel
-from mcclab.model.units import Duration, Rate, Size
+from mcclab.model.units import Duration, Packets, Rate, Size
 
 FlowName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")]
 
@@ -54,6 +54,10 @@ class MulticastFlow(_Flow):
 SACK_DOC = ("false: the sender's namespace runs TCP without selective acknowledgements "
             "(net.ipv4.tcp_sack=0), closer to ns-2's Reno, which has none; a per-host "
             "setting, so every TCP flow from one sender must agree")
+WINDOW_DOC = ("ceiling on the sender's congestion window, e.g. 20pkt: ns-2's Agent/TCP "
+              "window_, which is 20 packets unless a script changes it; set as a locked "
+              "cwnd metric on the sender's route to the receiver, so every TCP flow from "
+              "one sender to one receiver must agree; default: no ceiling")
 
 
 class TcpFlow(_Flow):
@@ -65,6 +69,7 @@ class TcpFlow(_Flow):
     cc: Literal["reno", "cubic", "bbr"] = "reno"
     mss: Size | None = Field(None, description="TCP maximum segment size, e.g. 1000B")
     sack: bool = Field(True, description=SACK_DOC)
+    max_window: Packets | None = Field(None, ge=1, description=WINDOW_DOC)
 
 
 class UdpFlow(_Flow):
@@ -96,6 +101,7 @@ class OnOffFlow(_Flow):
     packet_size: Size = 1000
     cc: Literal["reno", "cubic", "bbr"] = "reno"
     sack: bool = Field(True, description=SACK_DOC)
+    max_window: Packets | None = Field(None, ge=1, description=WINDOW_DOC)
     # Not "on"/"off": YAML 1.1 reads those words as booleans.
     on_period: Period
     off_period: Period
@@ -202,16 +208,10 @@ class Experiment(StrictModel):
                 raise ValueError(f"flows[{i}].start: {flow.start:g}s is after the run ends")
             if flow.stop is not None and flow.stop > self.duration:
                 raise ValueError(f"flows[{i}].stop: {flow.stop:g}s is after the run ends")
-        sack: dict[str, tuple[int, bool]] = {}
-        for i, flow in enumerate(self.flows):
-            if not carries_tcp(flow):
-                continue
-            first = sack.setdefault(flow.sender, (i, flow.sack))
-            if first[1] != flow.sack:
-                raise ValueError(
-                    f"flows[{i}].sack: {flow.sack} differs from flows[{first[0]}].sack "
-                    f"({first[1]}), but SACK is set per host and both send from "
-                    f"{flow.sender!r}")
+        tcp = [(i, f) for i, f in enumerate(self.flows) if carries_tcp(f)]
+        _agree(tcp, "sack", lambda f: f.sender, "SACK is set per host and both send from")
+        _agree(tcp, "max_window", lambda f: (f.sender, f.receiver),
+               "the ceiling is set per route and both go from")
         known = set(names)
         for i, ref in enumerate(self.references):
             for flow in _flows_of(ref):
@@ -222,6 +222,19 @@ class Experiment(StrictModel):
             if problem:
                 raise ValueError(f"figures[{i}].{problem}")
         return self
+
+
+def _agree(flows: list[tuple[int, Any]], field: str, key: Any, why: str) -> None:
+    """Refuse two flows with the same ``key(flow)`` but different values of ``field``."""
+    first: dict[Any, tuple[int, Any]] = {}
+    for i, flow in flows:
+        value = getattr(flow, field)
+        j, seen = first.setdefault(key(flow), (i, value))
+        if seen != value:
+            where = key(flow)
+            place = repr(where) if isinstance(where, str) else f"{where[0]!r} to {where[1]!r}"
+            raise ValueError(f"flows[{i}].{field}: {value} differs from flows[{j}].{field} "
+                             f"({seen}), but {why} {place}")
 
 
 def carries_tcp(flow: Any) -> bool:

@@ -67,6 +67,18 @@ class AddressPlan:
         """Static routes installed on ``node``."""
         return [r for r in self.routes if r.node == node]
 
+    def next_hop(self, node: str,
+                 addr: ipaddress.IPv4Address) -> tuple[ipaddress.IPv4Address | None, str]:
+        """Gateway (None on a shared subnet) and device ``node`` reaches ``addr`` by."""
+        for iface in self.interfaces[node]:
+            if addr in iface.subnet:
+                return None, iface.name
+        routes = [r for r in self.routes_of(node) if addr in r.dest]
+        if not routes:
+            raise KeyError(f"{node} has no route to {addr}")
+        best = max(routes, key=lambda r: r.dest.prefixlen)
+        return best.gateway, best.dev
+
 
 def plan_addresses(topo: Topology) -> AddressPlan:
     """Assign addresses to every interface and compute static routes."""

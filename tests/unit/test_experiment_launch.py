@@ -113,3 +113,48 @@ def test_sack_must_agree_between_tcp_flows_of_one_sender():
     _with_flows(
         {"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2", "sack": False},
         {"name": "u", "type": "udp", "sender": "s2", "receiver": "d2", "rate": "1Mbit"})
+
+
+def test_a_window_ceiling_is_a_locked_route_metric_and_a_primed_cache():
+    res = resolve("default")
+    plan = plan_addresses(res.topology)
+    exp = _with_flows(
+        {"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2", "max_window": "20pkt"},
+        {"name": "t2", "type": "tcp", "sender": "s2", "receiver": "d2", "max_window": "20pkt"})
+    setup = [str(c) for c in plan_launches(exp, plan, RUN, python="py").setup]
+    dest = plan.address_of("d2")
+    gateway, dev = plan.next_hop("s2", dest)
+    assert gateway is not None and dev.startswith("s2-eth")  # d2 is behind the routers
+    # once per sender and receiver, the route before the priming connection
+    assert setup == [
+        f"[mcl-s2] ip route replace {dest}/32 via {gateway} dev {dev} cwnd lock 20",
+        f"[mcl-s2] py -m mcclab.net.tcp_window --listen-netns mcl-d2 --address {dest} "
+        "--segments 20",
+    ]
+
+
+def test_next_hop_follows_the_static_routes_or_the_shared_subnet():
+    plan = plan_addresses(resolve("default").topology)
+    s2 = plan.interfaces["s2"][0]
+    router = s2.peer
+    assert plan.next_hop("s2", plan.iface_towards(router, "s2").address.ip) == (None, s2.name)
+    route = next(r for r in plan.routes_of("s2") if plan.address_of("d2") in r.dest)
+    assert plan.next_hop("s2", plan.address_of("d2")) == (route.gateway, route.dev)
+
+
+def test_a_window_ceiling_must_agree_between_flows_of_one_path():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"flows\[2\]\.max_window: None differs from "
+                                              r"flows\[1\]\.max_window \(20\).*'s2' to 'd2'"):
+        _with_flows(
+            {"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2", "max_window": "20pkt"},
+            {"name": "t2", "type": "tcp", "sender": "s2", "receiver": "d2"})
+    with pytest.raises(ValidationError, match="needs a unit"):
+        _with_flows({"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2",
+                     "max_window": 20})
+    # other paths and UDP flows have no say
+    _with_flows(
+        {"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2", "max_window": "20pkt"},
+        {"name": "u", "type": "udp", "sender": "s2", "receiver": "d2", "rate": "1Mbit"})
