@@ -105,7 +105,8 @@ def main() -> None:
     rate = np.array([row[1] for _, row in inside])
     cwnd = np.array([row[3] for _, row in inside])
     tcp_packets = float(rate.sum() / 8 / mss)
-    rtt_cwnd = float(np.mean(cwnd / (rate / 8))) if len(rate) else math.nan
+    moving = rate > 0  # a second without data (a retransmission timeout) has no RTT
+    rtt_cwnd = float(np.mean(cwnd[moving] / (rate[moving] / 8))) if moving.any() else math.nan
     src, dst = args.bottleneck.split(",")
     links = run.links
     qdelay = math.nan
@@ -118,6 +119,7 @@ def main() -> None:
     out["tcp"] = {
         "throughput_bps": float(rate.mean()) if len(rate) else math.nan,
         "packets_per_s": tcp_packets / span, "retransmits": retr, "cwnd_reductions": drops,
+        "seconds_without_data": int((~moving).sum()),
         "loss_events_per_s": drops / span, "loss_event_rate": p_tcp,
         "rtt_cwnd_over_rate_s": rtt_cwnd, "bottleneck_queue_delay_s": qdelay,
         "eq1_bps": tcp_rate(p_tcp, rtt_cwnd) * 8 * mss if p_tcp > 0 else math.inf,

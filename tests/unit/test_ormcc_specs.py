@@ -63,3 +63,33 @@ def test_fig4_sources_behind_a_second_router_keep_the_100_ms_base_rtt():
     assert 2 * (up.delay + down.delay) == pytest.approx(0.100)
     assert by_pair[frozenset(("r1", "s24"))].rate is None
     assert up.queue.limit >= 1000  # shared by 24 sources: never the bottleneck
+
+
+NS2_TCP = [n for n in SPECS if n.startswith(("ormcc-fig4", "ormcc-table1", "ormcc-table2"))]
+EMULAB = [n for n in SPECS if n.startswith("ormcc-fig11")]
+
+
+def tcp_windows(name: str) -> set:
+    """The window ceilings of a spec's TCP flows."""
+    from mcclab.experiment.spec import carries_tcp
+
+    return {f.max_window for f in resolve(name, "paper").experiment.flows if carries_tcp(f)}
+
+
+@pytest.mark.parametrize("name", NS2_TCP)
+def test_ns2_simulations_cap_tcp_at_ns2s_default_window(name):
+    """The paper's ns-2 runs get ns-2's default window_, 20 packets."""
+    assert tcp_windows(name) == {20}
+
+
+@pytest.mark.parametrize("name", EMULAB)
+def test_the_emulab_run_keeps_the_kernels_window(name):
+    """Fig. 11 ran on Emulab with kernel TCP: no ceiling."""
+    assert tcp_windows(name) == {None}
+
+
+def test_every_spec_with_tcp_is_an_ns2_or_an_emulab_run():
+    """A new ORMCC spec with TCP flows must say which kind of run it reproduces."""
+    with_tcp = {n for n in SPECS if tcp_windows(n)} - {"ormcc-smoke"}
+    assert with_tcp == set(NS2_TCP) | set(EMULAB)
+    assert len(NS2_TCP) >= 5 and len(EMULAB) == 3

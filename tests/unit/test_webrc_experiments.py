@@ -38,3 +38,12 @@ def test_default_experiment_is_section_5_2_webrc_against_tcp():
     assert {f.name: f.type for f in exp.flows} == {"webrc": "multicast", "tcp": "tcp"}
     assert exp.topology == "topologies/webrc-dumbbell.yaml"
     assert exp.duration <= 180
+
+
+def test_section_5_2_tcp_is_ns2s_reno_with_its_default_window():
+    """"One TCP Reno" in ns-2: window_ = 20 packets unless the script says otherwise."""
+    for name in ("default", "webrc-fig9b"):
+        (tcp,) = [f for f in resolve(name, "paper").experiment.flows if f.type == "tcp"]
+        assert (tcp.cc, tcp.max_window) == ("reno", 20)
+    sweep = resolve("default", "paper").experiment.sweeps["ns2-window"]
+    assert [p["flows.tcp.max_window"] for p in sweep.points()] == [None, "20pkt"]
