@@ -12,13 +12,18 @@ the replies after they reach it.
     burst.py recv --bind ADDR --port P --out FILE [--idle S] [--max-wait S]
     burst.py send --to ADDR --port P --count N --size BYTES [--pps R]
     burst.py ping --to ADDR --count N --interval S [--size 56]
+    burst.py stallwatch --seconds S --cpu K [--period S] [--threshold S]
 
 ``--size`` is the IP packet size for UDP (payload + 28) and the ICMP payload
 for ping (56: 84-byte packets, as ping(8)). ``--pps 0`` sends back-to-back.
 The receiver writes ``FILE.ready`` once bound and ``FILE`` (JSON: seq,
 sent_ns, recv_ns) after ``--idle`` seconds without packets. ``ping`` prints
-JSON {"sent": N, "rtt_ms": {seq: rtt}} with microsecond resolution (ping(8)
-prints whole milliseconds above 100 ms).
+JSON {"sent": N, "rtt_ms": {seq: rtt}, "sent_ns": {seq: CLOCK_REALTIME}} with
+microsecond resolution (ping(8) prints whole milliseconds above 100 ms).
+``stallwatch`` sleeps ``--period`` at a time on one CPU at a high SCHED_FIFO
+priority and prints JSON {"cpu": K, "wakeups": N, "stalls": [[from_ns, to_ns]]}:
+the CLOCK_REALTIME spans in which it woke more than ``--threshold`` late, i.e.
+in which nothing ran on that CPU, not even the most urgent task of the lab.
 """
 
 from __future__ import annotations
@@ -159,7 +164,25 @@ def ping(args: argparse.Namespace) -> None:
         kind, _, _, rid, seq = struct.unpack_from("!BBHHH", icmp)
         if kind == 0 and rid == ident and seq in sent and seq not in rtt:
             rtt[seq] = (got - sent[seq]) / 1e6
-    json.dump({"sent": i, "rtt_ms": rtt}, sys.stdout)
+    json.dump({"sent": i, "rtt_ms": rtt, "sent_ns": sent}, sys.stdout)
+
+
+def stallwatch(args: argparse.Namespace) -> None:
+    """The spans in which this CPU ran nothing for longer than ``--threshold``."""
+    os.sched_setaffinity(0, {args.cpu})
+    realtime(args.rt_priority)
+    period, late = int(args.period * 1e9), int(args.threshold * 1e9)
+    stalls: list[list[int]] = []
+    wakeups = 0
+    end = time.monotonic_ns() + int(args.seconds * 1e9)
+    while (before := time.monotonic_ns()) < end:
+        wall = time.time_ns()
+        time.sleep(args.period)
+        overslept = time.monotonic_ns() - before - period
+        wakeups += 1
+        if overslept > late:
+            stalls.append([wall, time.time_ns()])
+    json.dump({"cpu": args.cpu, "wakeups": wakeups, "stalls": stalls}, sys.stdout)
 
 
 def main() -> None:
@@ -185,8 +208,14 @@ def main() -> None:
     p.add_argument("--size", type=int, default=56)
     p.add_argument("--timeout", type=float, default=2.0)
     p.add_argument("--rt-priority", type=int, default=0)
+    w = sub.add_parser("stallwatch")
+    w.add_argument("--seconds", type=float, required=True)
+    w.add_argument("--cpu", type=int, required=True)
+    w.add_argument("--period", type=float, default=0.001)
+    w.add_argument("--threshold", type=float, default=0.0005)
+    w.add_argument("--rt-priority", type=int, default=30)
     args = ap.parse_args()
-    {"recv": receive, "send": send, "ping": ping}[args.mode](args)
+    {"recv": receive, "send": send, "ping": ping, "stallwatch": stallwatch}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import re
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -147,9 +150,9 @@ def ping(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 0.01,
     return parse_ping(out)
 
 
-def icmp_rtts(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 0.01,
-              size: int = 56) -> list[float]:
-    """RTTs (ms, microsecond resolution) of ``count`` ICMP echoes, kernel-timestamped.
+def icmp_echoes(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 0.01,
+                size: int = 56) -> list[tuple[int, float]]:
+    """(send time in CLOCK_REALTIME ns, RTT in ms) of each answered ICMP echo, in order.
 
     ping(8) prints whole milliseconds above 100 ms, too coarse for a 1 ms
     tail target; this sends the same 84-byte echo requests from a raw socket
@@ -159,9 +162,65 @@ def icmp_rtts(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 
     argv = (sys.executable, str(BURST_SCRIPT), "ping", "--to", addr, "--count", str(count),
             "--interval", str(interval), "--size", str(size), "--rt-priority",
             str(PING_RT_PRIORITY))
-    out = lab.runner.run(Cmd(argv, netns_name(src)), timeout=count * interval + 30)
-    rtt = json.loads(out)["rtt_ms"]
-    return [rtt[k] for k in sorted(rtt, key=int)]
+    out = json.loads(lab.runner.run(Cmd(argv, netns_name(src)), timeout=count * interval + 30))
+    rtt, sent = out["rtt_ms"], out["sent_ns"]
+    return [(sent[k], rtt[k]) for k in sorted(rtt, key=int)]
+
+
+def icmp_rtts(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 0.01,
+              size: int = 56) -> list[float]:
+    """RTTs (ms, microsecond resolution) of ``count`` ICMP echoes, kernel-timestamped."""
+    return [rtt for _, rtt in icmp_echoes(lab, src, dst, count, interval, size)]
+
+
+def machine_stalls(seconds: float, threshold: float = 0.001) -> list[subprocess.Popen]:
+    """Start one ``burst.py stallwatch`` per CPU for ``seconds``; read them with ``stalls_of``.
+
+    A stall is a span in which a watcher at SCHED_FIFO 30 (above the emulators and
+    the pinger) woke more than ``threshold`` seconds late on its CPU: the whole
+    machine, not the lab, held it up.
+    """
+    return [subprocess.Popen([sys.executable, str(BURST_SCRIPT), "stallwatch", "--seconds",
+                              f"{seconds:g}", "--cpu", str(cpu), "--threshold", f"{threshold:g}"],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+            for cpu in sorted(os.sched_getaffinity(0))]
+
+
+def stalls_of(watchers: list[subprocess.Popen], timeout: float = 30.0) -> list[tuple[int, int]]:
+    """The stall spans (CLOCK_REALTIME ns) the watchers of ``machine_stalls`` saw."""
+    spans: list[tuple[int, int]] = []
+    try:
+        for watch in watchers:
+            out, _ = watch.communicate(timeout=timeout)
+            spans += [(a, b) for a, b in json.loads(out)["stalls"]]
+    finally:
+        for watch in watchers:
+            if watch.poll() is None:
+                os.killpg(watch.pid, signal.SIGKILL)
+                watch.wait()
+    return sorted(spans)
+
+
+def wait_for_quiet_machine(timeout: float = 60.0, window: float = 1.0,
+                           threshold: float = 0.001) -> float:
+    """Poll until a ``window`` passes without a machine stall; the seconds it took.
+
+    Right after labs are torn down the kernel is still freeing their namespaces,
+    work that holds CPUs in bursts. After ``timeout`` it gives up and returns, and
+    the measurement that follows counts what it meets.
+    """
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if not stalls_of(machine_stalls(window, threshold)):
+            break
+    return time.monotonic() - start
+
+
+def clear_of_stalls(echoes: list[tuple[int, float]],
+                    stalls: list[tuple[int, int]]) -> list[float]:
+    """RTTs of the echoes whose flight (send to reply) overlaps no stall."""
+    return [rtt for sent, rtt in echoes
+            if not any(a < sent + rtt * 1e6 and sent < b for a, b in stalls)]
 
 
 # ---------------------------------------------------------------- iperf3

@@ -5,8 +5,10 @@ says otherwise). Linux has the same cap per connection (``snd_cwnd_clamp``) and
 takes it from a route's locked ``cwnd`` metric, but reads the lock through the
 TCP metrics cache, and a new connection only looks that cache up: the entry is
 made when an earlier connection to the same address closes. Measured on kernel
-6.18 (docs/experiments.md): a route ``cwnd lock 8`` left the first connection
-unclamped (cwnd 136), while a connection after one that had closed stayed at 8.
+6.18 (docs/experiments.md), with a route ``cwnd lock 8`` alone: a first connection
+reached cwnd 136, one after a connection that had closed before the route existed
+51 (that entry has no lock), and one after a connection that closed once the route
+was in place stayed at 8.
 So the setup installs the route, then ``prime`` drops any older cache entry for
 the receiver's address, opens and closes one connection to it from the sender,
 and checks that the cache holds the ceiling, all before any flow starts.

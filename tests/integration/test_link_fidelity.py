@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
 MCCLAB = [sys.executable, "-m", "mcclab"]
 RATE_TOL = 0.02  # rate within ±2%
 P99_SPREAD_MS = 1.0  # p99 - median at rates <= 10 Mbit/s
+ECHOES = 1000  # the p99 rests on the ten slowest (of 200 it was the second slowest)
 TCP_UTILISATION = 0.90
 BASE = {"rate": "10Mbit", "delay": "5ms", "queue": {"limit": "40pkt"}}
 
@@ -121,14 +122,25 @@ def test_rate_udp_and_tcp_within_2_percent(lab, capsys):
 
 def test_rtt_median_and_tail(lab, capsys):
     use(lab, rate="10Mbit", delay="20ms", queue={"limit": "40pkt"})
-    rtts = fx.icmp_rtts(lab, "s", "d", count=200, interval=0.01)
-    s = fx.rtt_summary(rtts)
+    # Watchers on every CPU, above the lab's priorities, mark the spans in which the
+    # machine itself ran nothing for longer than the tail target (a stalled VM); echoes
+    # in flight then are set aside for the tail, counted, and may not exceed 10 %.
+    waited = fx.wait_for_quiet_machine(threshold=P99_SPREAD_MS / 1e3)
+    watchers = fx.machine_stalls(ECHOES * 0.01 + 3, threshold=P99_SPREAD_MS / 1e3)
+    echoes = fx.icmp_echoes(lab, "s", "d", count=ECHOES, interval=0.01)
+    stalls = fx.stalls_of(watchers)
+    s = fx.rtt_summary([rtt for _, rtt in echoes])
+    clear = fx.rtt_summary(fx.clear_of_stalls(echoes, stalls))
     # two propagation delays plus the 84-byte echo's serialisation each way
     want = 2 * 20 + 2 * fx.ICMP_IP_BYTES * 8 / 10e6 * 1e3
-    show(capsys, f"RTT want {want:.3f} ms: median {s['median']:.3f}, p99 {s['p99']:.3f} ms")
-    assert s["n"] == 200
+    show(capsys, f"RTT want {want:.3f} ms: median {s['median']:.3f}, p99 {s['p99']:.3f} ms; "
+                 f"quiet after {waited:.0f} s; "
+                 f"{len(stalls)} machine stalls, {s['n'] - clear['n']} echoes set aside, "
+                 f"p99 of the rest {clear['p99']:.3f} ms")
+    assert s["n"] == ECHOES
     assert abs(s["median"] - want) <= max(0.5, 0.02 * want), s
-    assert s["p99"] - s["median"] <= P99_SPREAD_MS, s
+    assert clear["n"] >= 0.9 * ECHOES, (clear, stalls)
+    assert clear["p99"] - clear["median"] <= P99_SPREAD_MS, (clear, stalls)
 
 
 def test_loss_inside_the_99_percent_interval(lab, capsys):

@@ -7,40 +7,23 @@ through TCP_INFO whether the handshake negotiated SACK.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 
 import pytest
+from nspair import PORT, in_ns, netns_pair
 
-from mcclab.commands import cmd
-from mcclab.execute import Runner, full_argv
 from mcclab.experiment.launch import host_setup
 from mcclab.experiment.spec import Experiment
-from mcclab.net.node_config import netns_name
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(120)]
 
 SENDER, RECEIVER = "sacktx", "sackrx"
-TX_ADDR, RX_ADDR, PORT = "10.254.77.1", "10.254.77.2", 5999
-SERVER = f"""
-import socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("{RX_ADDR}", {PORT}))
-s.listen()
-print("ready", flush=True)
-while True:
-    c, _ = s.accept()
-    while c.recv(65536):
-        pass
-    c.close()
-"""
+SUBNET = "10.254.77"
 # Connect, send, and read tcpi_options (byte 5 of struct tcp_info) on the open socket.
 CLIENT = f"""
 import socket
-c = socket.create_connection(("{RX_ADDR}", {PORT}), timeout=10)
+c = socket.create_connection(("{SUBNET}.2", {PORT}), timeout=10)
 c.sendall(b"x" * 100000)
 print(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[5])
 c.close()
@@ -48,36 +31,11 @@ c.close()
 TCPI_OPT_SACK = 2  # linux/tcp.h
 
 
-def in_ns(node: str, *argv: str) -> list[str]:
-    """argv run inside a node's namespace."""
-    return full_argv(cmd(*argv, netns=netns_name(node)))
-
-
 @pytest.fixture
 def pair():
-    """Two namespaces joined by a veth, torn down afterwards whatever happens."""
-    runner = Runner()
-    made = []
-    try:
-        for node in (SENDER, RECEIVER):
-            runner.run(cmd("ip", "netns", "add", netns_name(node)))
-            made.append(node)
-        runner.run(cmd("ip", "link", "add", "sack0", "netns", netns_name(SENDER), "type", "veth",
-                       "peer", "name", "sack1", "netns", netns_name(RECEIVER)))
-        for node, dev, addr in ((SENDER, "sack0", TX_ADDR), (RECEIVER, "sack1", RX_ADDR)):
-            runner.run(cmd("ip", "addr", "add", f"{addr}/24", "dev", dev, netns=netns_name(node)))
-            runner.run(cmd("ip", "link", "set", dev, "up", netns=netns_name(node)))
-        server = subprocess.Popen(in_ns(RECEIVER, sys.executable, "-c", SERVER),
-                                  stdout=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-            yield runner
-        finally:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-    finally:
-        for node in made:
-            runner.run(cmd("ip", "netns", "del", netns_name(node)), timeout=10)
+    """The two namespaces, torn down afterwards whatever happens."""
+    with netns_pair(SENDER, RECEIVER, SUBNET, "sack") as runner:
+        yield runner
 
 
 def sack_negotiated() -> bool:

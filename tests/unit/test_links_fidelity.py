@@ -178,3 +178,15 @@ def test_rate_windows_leave_out_the_clients_last_second():
     assert [s["start"] for s in sums] == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
     goodput = sum(s["bytes"] for s in sums) * 8 / sum(s["seconds"] for s in sums)
     assert goodput * fx.TCP_IP_BYTES / fx.TCP_PAYLOAD == pytest.approx(0.996e6, rel=0.001)
+
+
+def test_echoes_in_flight_during_a_machine_stall_are_set_aside():
+    from mcclab.links.fidelity import clear_of_stalls
+
+    ms = 1_000_000
+    # echoes sent every 10 ms, 40 ms in flight; one stall from 25 to 27 ms
+    echoes = [(k * 10 * ms, 40.0 + k / 10) for k in range(8)]
+    stalls = [(25 * ms, 27 * ms)]
+    # in flight at 25-27 ms: those sent at 0 (reply at 40), 10 and 20 ms; not 30 ms
+    assert clear_of_stalls(echoes, stalls) == [40.3, 40.4, 40.5, 40.6, 40.7]
+    assert clear_of_stalls(echoes, []) == [rtt for _, rtt in echoes]
