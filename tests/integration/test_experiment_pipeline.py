@@ -84,8 +84,11 @@ def test_default_experiment_short_version(tmp_path):
     # 0.5 Mbit/s, and its payload never exceeds the bottleneck (1024 of 1052 IP bytes).
     # iperf3's test began once its client ran and connected, after its 25 s schedule;
     # the table places TCP's seconds from there, so none carries TCP before it.
+    # Its handshake crosses the queue WEBRC keeps full, so a lost segment costs a
+    # retransmission timeout (1 s, then 2 s): the test began 2.9, 5.4 and 3.9 s late
+    # in three CI rehearsals of 22 Nov 2026 (the client logs show the timeouts).
     (began,) = record["iperf_test_starts_s"]["tcp"]
-    assert 25.0 <= began <= 30.0, began
+    assert 25.0 <= began <= 33.0, began
     assert (tcp.loc[: int(began)] == 0).all(), tcp.to_dict()
     assert webrc.loc[15:25].mean() >= 0.5e6, webrc.to_dict()
     assert webrc.max() <= BOTTLENECK * 1024 / 1052 * 1.02, webrc.max()
