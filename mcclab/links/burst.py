@@ -212,7 +212,7 @@ def main() -> None:
     w.add_argument("--seconds", type=float, required=True)
     w.add_argument("--cpu", type=int, required=True)
     w.add_argument("--period", type=float, default=0.001)
-    w.add_argument("--threshold", type=float, default=0.0005)
+    w.add_argument("--threshold", type=float, default=0.001)
     w.add_argument("--rt-priority", type=int, default=30)
     args = ap.parse_args()
     {"recv": receive, "send": send, "ping": ping, "stallwatch": stallwatch}[args.mode](args)

@@ -205,9 +205,9 @@ def wait_for_quiet_machine(timeout: float = 60.0, window: float = 1.0,
                            threshold: float = 0.001) -> float:
     """Poll until a ``window`` passes without a machine stall; the seconds it took.
 
-    Right after labs are torn down the kernel is still freeing their namespaces,
-    work that holds CPUs in bursts. After ``timeout`` it gives up and returns, and
-    the measurement that follows counts what it meets.
+    Right after other labs are torn down the machine can stay busy in bursts for a
+    while (20 s once in CI; freeing their namespaces, presumably). After ``timeout``
+    it gives up and returns, and the measurement that follows counts what it meets.
     """
     start = time.monotonic()
     while time.monotonic() - start < timeout:
