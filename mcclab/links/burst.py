@@ -1,4 +1,4 @@
-"""Timestamping probes for link measurements: a UDP sender/receiver pair and an ICMP pinger.
+"""Link probes: a timestamping UDP sender/receiver pair, an ICMP pinger, a CPU stall watcher.
 
 Runs inside a node's namespace as a plain script (no mcclab import, so it
 starts fast). Every datagram carries its sequence number and its send time,
