@@ -199,12 +199,17 @@ def reach(lab: Lab, sender: str, joiners: dict[str, list[Flow]], *, rate: float 
         def first_packets() -> bool:
             for key, log in logs.items():
                 first = [e for e in read_events(log) if e["event"] == "first"]
-                if not first:
-                    return False
-                report.latency[key] = first[0]["latency"]
-            return True
+                if first:
+                    report.latency[key] = first[0]["latency"]
+            return len(report.latency) == len(logs)
 
-        wait_for(first_packets, join_timeout + scaled(5), "every joined receiver's first packet")
+        try:
+            wait_for(first_packets, join_timeout + scaled(5),
+                     "every joined receiver's first packet")
+        except TimeoutError as exc:
+            waiting = sorted(set(logs) - set(report.latency))
+            raise TimeoutError(f"{exc}; still waiting: {waiting}; "
+                               f"first packets after (s): {report.latency}") from None
         before = snapshot(lab, groups)
         time.sleep(window)  # the measurement window itself, not a wait for readiness
         after = snapshot(lab, groups)

@@ -144,7 +144,11 @@ def test_rtt_median_and_tail(lab, capsys):
 
 
 def test_loss_inside_the_99_percent_interval(lab, capsys):
-    use(lab, rate="10Mbit", delay="5ms", queue={"limit": "40pkt"}, forward={"loss": "5%"})
+    # The queue is deep enough to ride out a stall of the machine: after one of T seconds
+    # the emulator reads the T x 4900 datagrams the kernel held all at once, and the
+    # spare 5 Mbit/s drains them. A 40-packet queue (4 ms of these datagrams) overflowed
+    # in CI (52 queue drops); 1000 packets absorb a 200 ms stall.
+    use(lab, rate="10Mbit", delay="5ms", queue={"limit": "1000pkt"}, forward={"loss": "5%"})
     before = forward(lab)
     got = fx.udp_loss(lab, "s", "d", offered_bps=5e6, seconds=4)
     after = forward(lab)
@@ -176,7 +180,12 @@ def test_droptail_drops_begin_at_the_queue_limit(lab, capsys):
     assert q["drops"] > 100
     assert abs(q["queue_at_drop"] - 20) <= 1, q
     assert after.max_qlen == 20
-    assert after.drops_queue - before.drops_queue == flow.lost
+    # Every probe datagram lost was a queue drop. The router's own packets (PIM hellos,
+    # IGMP queries) meet the same full queue: CI once counted 919 drops for 918 lost.
+    # Drops beyond the probe's must be fewer than the other packets that reached the link.
+    extra = after.drops_queue - before.drops_queue - flow.lost
+    others = after.pkts_in - before.pkts_in - flow.count
+    assert 0 <= extra <= others, (extra, others)
 
 
 def test_red_drop_probability_follows_its_curve(lab, capsys):

@@ -82,7 +82,8 @@ def test_multicast_reaches_only_joined_receivers(name, backend, kernel_features,
                 if host in joined:
                     with capsys.disabled():
                         print(f"\n{name}/{backend} {host} {group}: {got} packets in {span} "
-                              f"(expected {lo:.0f}-{hi:.0f})", end="")
+                              f"(expected {lo:.0f}-{hi:.0f}), first packet "
+                              f"{report.latency[(host, group)]:.1f} s after the join", end="")
                     assert report.full_rate(host, group, TOLERANCE), \
                         f"{host} {group}: {got} packets in {span}, expected {lo:.0f}-{hi:.0f}"
                 elif backend == "smcroute":
