@@ -1,8 +1,8 @@
 """Turn flows into process launches, as data: what to start, where, when, logging where.
 
-A ``Launch`` is one process (an agent, an iperf3 server or client) with the
-experiment times at which it starts and stops. The runner only executes the
-list; tests assert on it.
+A ``Launch`` is one process (an agent, an iperf3 server or client, an on/off
+UDP sink or source) with the experiment times at which it starts and stops.
+The runner only executes the list; tests assert on it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Launch:
     """One process of the experiment timeline."""
 
     flow: str
-    role: str  # sender | receiver | server | client
+    role: str  # sender | receiver (agents), server | client (iperf3), sink | source
     node: str
     argv: tuple[str, ...]
     start: float
@@ -85,6 +85,8 @@ def on_off_periods(flow: OnOffFlow, seed: int, end: float) -> list[tuple[float, 
             out.append((t, min(t + length, stop)))
         t += length
         on = not on
+    if flow.carrier == "udp":
+        return out  # mcclab.traffic.udp_onoff keeps every period, however short
     return [(a, b) for a, b in out if b - a >= 0.5]  # iperf3 needs a whole-ish second
 
 
@@ -99,6 +101,32 @@ def _iperf_client(flow: Any, address: str, port: int, seconds: float, carrier: s
     else:
         argv += ["-u", "-b", f"{flow.rate:.0f}", "-l", str(flow.packet_size)]
     return tuple(argv)
+
+
+def _udp_onoff(out: LaunchPlan, flow: OnOffFlow, address: str, port: int, run_dir: Path,
+               python: str) -> None:
+    """An on/off UDP flow: one sink and one source for the whole run (mcclab.traffic)."""
+    periods = out.onoff[flow.name]
+    origin = periods[0][0] if periods else flow.start
+    schedule = str(run_dir / "sessions" / f"{flow.name}.onoff.json")
+    out.files[schedule] = json.dumps(
+        {"origin_s": origin, "periods": [[round(a - origin, 6), round(b - origin, 6)]
+                                         for a, b in periods]})
+    tool = (python, "-m", "mcclab.traffic.udp_onoff")
+    sink_log = str(run_dir / "logs" / f"{flow.name}-sink-{flow.receiver}.jsonl")
+    out.launches.append(Launch(flow.name, "sink", flow.receiver,
+                               (*tool, "recv", "--bind", address, "--port", str(port),
+                                "--log", sink_log), 0.0, None, sink_log))
+    if not periods:
+        return
+    assert flow.rate is not None  # the spec requires it for carrier udp
+    source_log = str(run_dir / "logs" / f"{flow.name}-source-{flow.sender}.jsonl")
+    out.launches.append(Launch(flow.name, "source", flow.sender,
+                               (*tool, "send", "--dest", address, "--port", str(port),
+                                "--rate", f"{flow.rate:.0f}", "--size",
+                                str(flow.packet_size), "--schedule", schedule,
+                                "--log", source_log), origin, None, source_log,
+                               peer=flow.receiver))
 
 
 def host_setup(exp: Experiment) -> list[Cmd]:
@@ -170,6 +198,10 @@ def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
         assert isinstance(flow, TcpFlow | UdpFlow | OnOffFlow)
         port = IPERF_BASE_PORT + index
         address = str(plan.address_of(flow.receiver))
+        if isinstance(flow, OnOffFlow) and flow.carrier == "udp":
+            out.onoff[flow.name] = on_off_periods(flow, exp.seed, exp.duration)
+            _udp_onoff(out, flow, address, port, run_dir, python)
+            continue
         server_log = str(run_dir / "logs" / f"{flow.name}-server-{flow.receiver}.txt")
         server = ("iperf3", "-s", "-p", str(port), "-i", "1", "-f", "k", "--forceflush")
         out.launches.append(Launch(flow.name, "server", flow.receiver, server, 0.0, None,

@@ -36,7 +36,7 @@ from mcclab.monitoring import Monitoring, start_monitoring
 from mcclab.net.node_config import netns_name
 from mcclab.probes.reach import wait_for
 from mcclab.processes import spawn
-from mcclab.state import TrackedProcess, kill_group
+from mcclab.state import TrackedProcess, kill_groups
 
 RESULTS = REPO / "results"
 # Flows keep running this long past the end, so every report interval that ends
@@ -187,7 +187,7 @@ def _live_rates(launches: list[Launch]) -> dict[str, float]:
             if rate is not None:
                 rates[launch.flow] = rate
             continue
-        if launch.role != "receiver":
+        if launch.role not in ("receiver", "sink"):
             continue
         for line in reversed(_tail(launch.log).splitlines()):
             if '"stats"' in line:
@@ -213,6 +213,11 @@ def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
                  or not proc.alive(), 10.0, f"iperf3 server of {launch.flow}")
         if not proc.alive():
             raise RuntimeError(f"iperf3 server of {launch.flow} exited: {out.read_text()[-500:]}")
+    elif launch.role == "sink":
+        wait_for(lambda: "ready" in out.read_text(errors="replace") or not proc.alive(), 10.0,
+                 f"UDP sink of {launch.flow}")
+        if not proc.alive():
+            raise RuntimeError(f"UDP sink of {launch.flow} exited: {out.read_text()[-500:]}")
 
 
 def _sample_links(lab: Lab, st: RunState, t: int) -> None:
@@ -292,7 +297,7 @@ def _timeline(lab: Lab, duration: float, lp: LaunchPlan, st: RunState,
     order = sorted(range(len(lp.launches)), key=lambda i: lp.launches[i].start)
     # Servers first and receivers before senders at equal times, so nothing is lost to
     # a listener that is not there yet.
-    rank = {"server": 0, "receiver": 1, "sender": 2, "client": 3}
+    rank = {"server": 0, "sink": 0, "receiver": 1, "sender": 2, "client": 3, "source": 3}
     order.sort(key=lambda i: (lp.launches[i].start, rank[lp.launches[i].role]))
     pending = list(order)
     stops = {i: lp.launches[i].stop for i in order if lp.launches[i].stop is not None}
@@ -306,9 +311,10 @@ def _timeline(lab: Lab, duration: float, lp: LaunchPlan, st: RunState,
             _start(lab, lp.launches[i], st, i)
         for watch in st.iperf.values():
             watch.poll(time.monotonic() - st.t0)
-        for i, stop in list(stops.items()):
-            if stop <= now and i in st.running:
-                kill_group(st.running.pop(i))
+        due = [i for i, stop in stops.items() if stop <= now and i in st.running]
+        if due:
+            kill_groups([st.running.pop(i) for i in due])  # one grace period for all
+            for i in due:
                 del stops[i]
         if now >= next_second and next_second <= duration:
             _sample_links(lab, st, next_second)
@@ -324,8 +330,9 @@ def _timeline(lab: Lab, duration: float, lp: LaunchPlan, st: RunState,
 
 def _finish(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None) -> None:
     """Stop flows, keep logs, tear down, write tables, record and report."""
-    for proc in list(st.running.values()):
-        kill_group(proc, grace=3.0)  # agents write a last stats record on SIGTERM
+    # Signalled together: one grace period in all, not one per process (hundreds of
+    # iperf3 clients in ormcc-table2). Agents write a last stats record on SIGTERM.
+    kill_groups(list(st.running.values()), grace=3.0)
     st.running.clear()
     run_dir = st.run_dir
     logs = run_dir / "logs"
@@ -357,6 +364,11 @@ def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
             for launch in lp.launches:
                 if launch.flow == flow.name and launch.role == "receiver":
                     series.append(tables.agent_series(Path(launch.log), flow.name, launch.node))
+            continue
+        sink = next((launch for launch in lp.launches
+                     if launch.flow == flow.name and launch.role == "sink"), None)
+        if sink is not None:  # an on/off UDP flow: its sink logs like an agent
+            series.append(tables.agent_series(Path(sink.log), flow.name, sink.node, flow.type))
             continue
         scheduled = [launch.start for launch in lp.launches
                      if launch.flow == flow.name and launch.role == "client"]

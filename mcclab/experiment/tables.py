@@ -82,13 +82,14 @@ def event_records(log: Path) -> list[dict]:
     return out
 
 
-def agent_series(log: Path, flow: str, node: str) -> Series:
+def agent_series(log: Path, flow: str, node: str, kind: str = "multicast") -> Series:
     """A receiver agent's cumulative received bytes, from its event log's stats records.
 
     The subscription level comes from the core's ``subscription_level`` gauge, as
-    carried in each stats record.
+    carried in each stats record. An on/off UDP sink (mcclab.traffic.udp_onoff)
+    writes the same records, without a level.
     """
-    series = Series(flow, "multicast", node)
+    series = Series(flow, kind, node)
     for rec in event_records(log):
         if rec.get("event") != "stats" or "total_rx_bytes" not in rec:
             continue

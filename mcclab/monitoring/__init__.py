@@ -186,13 +186,14 @@ def targets_for(run: str, experiment: str, launches: LaunchPlan, protocols: dict
 
 
 def _iperf_sources(launches: LaunchPlan, protocols: dict[str, str]) -> list[IperfSource]:
-    """The iperf3 servers whose reports the exporter turns into per-flow rates."""
+    """The iperf3 servers and UDP sinks whose reports the exporter turns into flow rates."""
     # Imported here: `python -m mcclab.monitoring.exporter` must not find the module
     # already imported by this package.
     from mcclab.monitoring.exporter import IperfSource
 
-    return [IperfSource(launch.flow, launch.node, protocols.get(launch.flow, "tcp"), launch.log)
-            for launch in launches.launches if launch.role == "server"]
+    return [IperfSource(launch.flow, launch.node, protocols.get(launch.flow, "tcp"), launch.log,
+                        "iperf3" if launch.role == "server" else "stats")
+            for launch in launches.launches if launch.role in ("server", "sink")]
 
 
 def _wait(check: Any, procs: list[TrackedProcess], what: str, log: Path) -> None:

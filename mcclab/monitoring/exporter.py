@@ -65,12 +65,13 @@ BASE = ("node", "flow", "protocol")
 
 @dataclass
 class IperfSource:
-    """One iperf3 server whose reports give a TCP/UDP flow's received rate."""
+    """One iperf3 server (or on/off UDP sink) whose reports give a flow's received rate."""
 
     flow: str
     node: str
     protocol: str
     log: str
+    format: str = "iperf3"  # or "stats": mcclab.traffic.udp_onoff's sink (JSON lines)
 
 
 @dataclass
@@ -210,6 +211,18 @@ def parse_iperf(text: str) -> tuple[float | None, float]:
         last = iv.rate_bps
         total += iv.rate_bps * (iv.end - iv.start) / 8.0
     return last, total
+
+
+def parse_sink_stats(text: str) -> tuple[float | None, float]:
+    """(rate over the last second in bit/s, bytes received) from an on/off UDP sink's log."""
+    for line in reversed(text.splitlines()):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a read mid-write
+        if isinstance(rec, dict) and rec.get("event") == "stats":
+            return float(rec["throughput_bps"]), float(rec["total_rx_bytes"])
+    return None, 0.0
 
 
 # --- sources ---------------------------------------------------------------------------------
@@ -402,7 +415,7 @@ class LabCollector:
             except OSError:
                 self._error("iperf")
                 continue
-            last, nbytes = parse_iperf(text)
+            last, nbytes = (parse_sink_stats if src.format == "stats" else parse_iperf)(text)
             labels = [src.node, src.flow, src.protocol]
             rate.add_metric(labels, last or 0.0)
             total.add_metric(labels, nbytes)

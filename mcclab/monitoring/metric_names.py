@@ -262,9 +262,10 @@ EXPORTER: tuple[MetricDef, ...] = (
     MetricDef("mcc_router_pim_packets_total", "counter", "PIM messages per interface",
               ("iface", "direction")),
     MetricDef("mcc_iperf_throughput_bps", "gauge",
-              "Throughput of a TCP/UDP flow at its receiver over iperf3's last interval"),
+              "Throughput of a TCP/UDP flow at its receiver over the last interval reported "
+              "(iperf3 server or on/off UDP sink)"),
     MetricDef("mcc_iperf_bytes_received_total", "counter",
-              "Bytes an iperf3 server received (from its per-second reports)"),
+              "Bytes an iperf3 server or on/off UDP sink received (from its per-second reports)"),
     MetricDef("mcc_exporter_errors_total", "counter", "Failed reads, by source", ("source",)),
 )
 

@@ -30,11 +30,14 @@ CONF_IN_NS = "/run/pimd.conf"
 # pimd's fixed IGMP query response interval and robustness (not configurable in 2.3.2).
 QUERY_RESPONSE_S = 10
 ROBUSTNESS = 3
-# pimd resolves the RPF neighbour towards a static RP only at its periodic
-# unicast-routing check (every 20 s, on 5 s timer ticks); IGMP joins taken
-# before that are dropped until the next query. Measured: joins made up to
-# 13 s after start were lost, from 16 s on they worked (docs/routing.md).
-STATIC_RP_SETTLE_S = 20.0
+# pimd 2.3.2 adds a static RP to its RP set only when its main loop turns more
+# than 15 whole seconds (time()) after it booted: at the first packet or 5 s
+# timer tick after that, so by the 20 s tick at the latest (main.c). IGMP joins
+# taken before are dropped until the next query (125 s). Measured: joins up to
+# 13 s after start were lost, from 16 s on they worked; CI once lost a join
+# made 20 s after the first router started (docs/routing.md). 22 s after the
+# last router started leaves 2 s for the ticks' drift and pimd's own start-up.
+STATIC_RP_SETTLE_S = 22.0
 
 # "$1" is the directory to put over /run; the rest is the command to exec.
 # Binding over /run also hides /run/systemd's syslog socket: pimd's syslog

@@ -83,7 +83,8 @@ def test_multicast_reaches_only_joined_receivers(name, backend, kernel_features,
                     with capsys.disabled():
                         print(f"\n{name}/{backend} {host} {group}: {got} packets in {span} "
                               f"(expected {lo:.0f}-{hi:.0f}), first packet "
-                              f"{report.latency[(host, group)]:.1f} s after the join", end="")
+                              f"{report.latency[(host, group)] * 1e3:.0f} ms after the join",
+                              end="")
                     assert report.full_rate(host, group, TOLERANCE), \
                         f"{host} {group}: {got} packets in {span}, expected {lo:.0f}-{hi:.0f}"
                 elif backend == "smcroute":

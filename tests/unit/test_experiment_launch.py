@@ -159,3 +159,51 @@ def test_a_window_ceiling_must_agree_between_flows_of_one_path():
     _with_flows(
         {"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2", "max_window": "20pkt"},
         {"name": "u", "type": "udp", "sender": "s2", "receiver": "d2", "rate": "1Mbit"})
+
+
+def _onoff(carrier: str, **extra) -> OnOffFlow:
+    """An on/off flow with mean-1 s exponential periods (ORMCC Table II's UDP flows)."""
+    return OnOffFlow.model_validate({
+        "name": "o", "type": "onoff", "sender": "s2", "receiver": "d2", "carrier": carrier,
+        "on_period": {"distribution": "exponential", "mean": "1s"},
+        "off_period": {"distribution": "exponential", "mean": "1s"}, **extra})
+
+
+def test_udp_on_off_periods_keep_the_short_ones_that_iperf3_could_not_run():
+    udp = on_off_periods(_onoff("udp", rate="200kbit"), seed=1, end=600)
+    tcp = on_off_periods(_onoff("tcp"), seed=1, end=600)
+    assert any(b - a < 0.5 for a, b in udp)
+    assert all(b - a >= 0.5 for a, b in tcp)
+    on_fraction = sum(b - a for a, b in udp) / 600
+    assert 0.4 < on_fraction < 0.6  # equal means: half the time on, short periods included
+
+
+def test_an_on_off_udp_flow_is_one_sink_and_one_source_for_the_whole_run():
+    from mcclab.experiment.spec import Experiment
+    from mcclab.model.loader import load_topology
+
+    flow = {"name": "o", "type": "onoff", "sender": "s2", "receiver": "d2", "rate": "200kbit",
+            "packet_size": "500B", "on_period": {"distribution": "exponential", "mean": "1s"},
+            "off_period": {"distribution": "exponential", "mean": "1s"}}
+    exp = Experiment.model_validate({"name": "oo", "topology": "topologies/dumbbell.yaml",
+                                     "duration": "300s", "seed": 3, "flows": [flow]})
+    plan = plan_addresses(load_topology("topologies/dumbbell.yaml"))
+    lp = plan_launches(exp, plan, RUN, python="py")
+    assert [(x.role, x.node) for x in lp.launches] == [("sink", "d2"), ("source", "s2")]
+    sink, source = lp.launches
+    periods = lp.onoff["o"]
+    assert len(periods) > 100  # about 150 on-periods in 300 s, all in one process
+    assert sink.start == 0.0 and source.start == periods[0][0]
+    assert sink.argv[:5] == ("py", "-m", "mcclab.traffic.udp_onoff", "recv", "--bind")
+    arg = dict(zip(source.argv[4::2], source.argv[5::2], strict=True))
+    assert arg["--dest"] == str(plan.address_of("d2")) and arg["--port"] == sink.argv[
+        sink.argv.index("--port") + 1]
+    assert (arg["--rate"], arg["--size"]) == ("200000", "500")
+    schedule = json.loads(lp.files[arg["--schedule"]])
+    # periods from the source's own start, which is the first period's start
+    shifted = [(a + schedule["origin_s"], b + schedule["origin_s"])
+               for a, b in schedule["periods"]]
+    assert schedule["origin_s"] == periods[0][0]
+    assert len(shifted) == len(periods)
+    assert all(abs(x - y) < 1e-5 for s, p in zip(shifted, periods, strict=True)
+               for x, y in zip(s, p, strict=True))

@@ -16,6 +16,7 @@ from mcclab.monitoring.exporter import (
     parse_iperf,
     parse_mroutes,
     parse_nft_counters,
+    parse_sink_stats,
     parse_vifs,
     registry_for,
 )
@@ -87,9 +88,34 @@ def test_parse_iperf_last_interval_and_total():
     assert parse_iperf("") == (None, 0.0)
 
 
+def test_parse_sink_stats_takes_the_last_whole_record():
+    lines = [json.dumps({"event": "stats", "t": t, "total_rx_bytes": b, "total_rx_packets": 1,
+                         "total_lost": 0, "throughput_bps": r})
+             for t, b, r in ((1.0, 0, 0.0), (2.0, 25000, 200e3))]
+    text = "\n".join(lines) + '\n{"event": "stats", "t": 3.0, "total_rx'  # cut mid-write
+    assert parse_sink_stats(text) == (200e3, 25000.0)
+    assert parse_sink_stats("") == (None, 0.0)
+
+
+def test_collector_reads_a_udp_sink_like_an_iperf3_server(tmp_path):
+    log = tmp_path / "sink.jsonl"
+    log.write_text(json.dumps({"event": "stats", "t": 5.0, "total_rx_bytes": 75000,
+                               "total_rx_packets": 75, "total_lost": 2,
+                               "throughput_bps": 199e3}) + "\n")
+    config = ExporterConfig("127.0.0.1", 1, str(tmp_path), "", "kernel", [],
+                            [IperfSource("udp-r1-h1-1", "h1", "udp", str(log), "stats")])
+    collector = LabCollector(config, load_topology("topologies/dumbbell.yaml"))
+    collector.links.counters = lambda: []
+    reg = registry_for(collector)
+    labels = {"node": "h1", "flow": "udp-r1-h1-1", "protocol": "udp"}
+    assert reg.get_sample_value("mcc_iperf_throughput_bps", labels) == 199e3
+    assert reg.get_sample_value("mcc_iperf_bytes_received_total", labels) == 75000
+
+
 def test_config_round_trip():
     c = ExporterConfig("172.30.0.1", 9463, "/run/mcclab/x", "/t.yaml", "userspace", ["rl"],
-                       [IperfSource("tcp", "d2", "tcp", "/l.txt")])
+                       [IperfSource("tcp", "d2", "tcp", "/l.txt"),
+                        IperfSource("o", "d2", "udp", "/o.jsonl", "stats")])
     assert ExporterConfig.from_json(c.to_json()) == c
 
 

@@ -1,0 +1,1 @@
+"""Traffic sources and sinks that run inside the lab (beside iperf3)."""

@@ -1,0 +1,172 @@
+"""A constant-rate UDP source that follows a whole run's on/off schedule, and its sink.
+
+ORMCC's Table II puts two 200 kbit/s UDP flows, on and off for exponential
+periods of mean 1 s, on every link of its tree: thousands of on-periods per
+run. One iperf3 client per on-period cannot start that often on two cores, so
+an on/off UDP flow is one source process for the whole run, reading its
+periods from a file, and one sink process counting what arrives.
+
+    python -m mcclab.traffic.udp_onoff send --dest A --port P --rate BPS --size B \\
+        --schedule FILE --log FILE
+    python -m mcclab.traffic.udp_onoff recv --bind A --port P --log FILE
+
+The schedule file is JSON ``{"periods": [[start, end], ...]}`` in seconds from
+the source's own start. Within each period the source sends ``size``-byte
+payloads every ``size * 8 / rate`` seconds, each beginning with a 64-bit
+sequence number that runs on across periods, so the sink counts losses of the
+whole flow. Both write JSON lines; the sink's once-a-second ``stats`` records
+carry the cumulative ``total_rx_bytes``/``total_rx_packets``/``total_lost`` of
+the agents' stats records (monotonic ``t``), so the run's tables read them the
+same way. Only the standard library is imported: dozens of these start at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Iterator
+from typing import IO
+
+SEQ = struct.Struct("!Q")
+STATS_INTERVAL = 1.0
+
+
+def send_offsets(periods: list[tuple[float, float]], rate_bps: float, size: int
+                 ) -> Iterator[float]:
+    """Send times (s from the schedule's origin) of a ``rate_bps`` source during ``periods``.
+
+    Each period starts with a packet at its start; a packet is sent only if it
+    starts before the period's end.
+    """
+    gap = size * 8.0 / rate_bps
+    for start, end in periods:
+        for k in range(max(0, math.ceil((end - start) / gap - 1e-9))):
+            yield start + k * gap
+
+
+def read_schedule(path: str) -> list[tuple[float, float]]:
+    """The periods of a schedule file, checked to be ordered and not overlapping."""
+    with open(path) as fh:
+        periods = [(float(a), float(b)) for a, b in json.load(fh)["periods"]]
+    for (a, b), nxt in zip(periods, [*periods[1:], None], strict=True):
+        if not 0 <= a < b or (nxt is not None and nxt[0] < b):
+            raise ValueError(f"{path}: periods must be ordered, disjoint, from 0 on: {a}-{b}")
+    return periods
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGINT arrived: write the last record and leave."""
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    """Turn a stop signal into an exception at the next Python instruction."""
+    raise _Stop(signum)
+
+
+def _record(log: IO[str], **fields: object) -> None:
+    """Append one JSON line."""
+    log.write(json.dumps(fields) + "\n")
+    log.flush()
+
+
+def send(dest: str, port: int, rate_bps: float, size: int, schedule: str, log_path: str
+         ) -> int:
+    """Send the schedule's packets to dest:port; log how many were sent and refused."""
+    periods = read_schedule(schedule)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.connect((dest, port))
+    payload = bytearray(size)
+    sent = errors = 0
+    with open(log_path, "a") as log:
+        start = time.monotonic()
+        _record(log, event="start", t=start, periods=len(periods), rate_bps=rate_bps,
+                size=size)
+        try:
+            for offset in send_offsets(periods, rate_bps, size):
+                delay = start + offset - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                SEQ.pack_into(payload, 0, sent)
+                sent += 1
+                try:
+                    sock.send(payload)
+                except OSError:  # ICMP unreachable from an earlier packet, ENOBUFS
+                    errors += 1
+        except _Stop:
+            pass
+        _record(log, event="done", t=time.monotonic(), sent=sent, send_errors=errors)
+    return 0
+
+
+def recv(bind: str, port: int, log_path: str) -> int:
+    """Count the datagrams arriving at bind:port; a stats record every second."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((bind, port))
+    rx_bytes = rx_packets = 0
+    highest = -1
+    with open(log_path, "a") as log:
+        print("ready", flush=True)
+        last_t, last_bytes = time.monotonic(), 0
+
+        def stats(now: float) -> None:
+            nonlocal last_t, last_bytes
+            rate = (rx_bytes - last_bytes) * 8.0 / (now - last_t) if now > last_t else 0.0
+            _record(log, event="stats", t=now, total_rx_bytes=rx_bytes,
+                    total_rx_packets=rx_packets,
+                    total_lost=max(0, highest + 1 - rx_packets), throughput_bps=rate)
+            last_t, last_bytes = now, rx_bytes
+
+        stats(last_t)
+        try:
+            while True:
+                sock.settimeout(max(0.0, last_t + STATS_INTERVAL - time.monotonic()))
+                try:
+                    data = sock.recv(65536)
+                except TimeoutError:
+                    data = b""
+                if len(data) >= SEQ.size:
+                    rx_bytes += len(data)
+                    rx_packets += 1
+                    highest = max(highest, SEQ.unpack_from(data)[0])
+                now = time.monotonic()
+                if now >= last_t + STATS_INTERVAL:
+                    stats(now)
+        except _Stop:
+            stats(time.monotonic())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``send`` or ``recv``."""
+    parser = argparse.ArgumentParser(prog="python -m mcclab.traffic.udp_onoff",
+                                     description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("send", help="send a schedule's on-periods at a constant rate")
+    s.add_argument("--dest", required=True)
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--rate", type=float, required=True, help="bit/s of payload while on")
+    s.add_argument("--size", type=int, required=True, help="payload bytes per datagram")
+    s.add_argument("--schedule", required=True, help='JSON {"periods": [[start, end], ...]}')
+    s.add_argument("--log", required=True)
+    r = sub.add_parser("recv", help="count arrivals, a stats record every second")
+    r.add_argument("--bind", required=True)
+    r.add_argument("--port", type=int, required=True)
+    r.add_argument("--log", required=True)
+    args = parser.parse_args(argv)
+    if args.cmd == "send" and (args.rate <= 0 or args.size < SEQ.size):
+        parser.error(f"--rate must be positive and --size at least {SEQ.size} bytes")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _on_signal)
+    if args.cmd == "send":
+        return send(args.dest, args.port, args.rate, args.size, args.schedule, args.log)
+    return recv(args.bind, args.port, args.log)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
