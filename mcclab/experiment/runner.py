@@ -77,6 +77,7 @@ class RunState:
     running: dict[int, TrackedProcess] = field(default_factory=dict)
     link_rows: list[dict[str, Any]] = field(default_factory=list)
     iperf: dict[str, IperfWatch] = field(default_factory=dict)  # flow -> its server's log
+    sinks: dict[str, tuple[TrackedProcess, Path]] = field(default_factory=dict)  # flow -> out
 
 
 @dataclass
@@ -199,7 +200,17 @@ def _live_rates(launches: list[Launch]) -> dict[str, float]:
 
 
 def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
-    """Start one launch in its node, in its own process group; wait for servers to listen."""
+    """Start one launch in its node, in its own process group.
+
+    An iperf3 server is waited for until it listens; a UDP source waits for its sink.
+    """
+    if launch.role == "source" and launch.flow in st.sinks:
+        sink, sink_out = st.sinks[launch.flow]
+        wait_for(lambda: "ready" in sink_out.read_text(errors="replace") or not sink.alive(),
+                 10.0, f"UDP sink of {launch.flow}")
+        if not sink.alive():
+            raise RuntimeError(f"UDP sink of {launch.flow} exited: "
+                               f"{sink_out.read_text()[-500:]}")
     # iperf3 writes its report to stdout; agents write their event log themselves
     # and only a 'ready' line to stdout, which must not interleave with that log.
     out = Path(launch.log) if launch.role in ("server", "client") else Path(
@@ -214,10 +225,9 @@ def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
         if not proc.alive():
             raise RuntimeError(f"iperf3 server of {launch.flow} exited: {out.read_text()[-500:]}")
     elif launch.role == "sink":
-        wait_for(lambda: "ready" in out.read_text(errors="replace") or not proc.alive(), 10.0,
-                 f"UDP sink of {launch.flow}")
-        if not proc.alive():
-            raise RuntimeError(f"UDP sink of {launch.flow} exited: {out.read_text()[-500:]}")
+        # Not waited for here: dozens start together (ormcc-table2), each source waits
+        # for its own sink instead.
+        st.sinks[launch.flow] = (proc, out)
 
 
 def _sample_links(lab: Lab, st: RunState, t: int) -> None:

@@ -93,3 +93,33 @@ def test_every_spec_with_tcp_is_an_ns2_or_an_emulab_run():
     with_tcp = {n for n in SPECS if tcp_windows(n)} - {"ormcc-smoke"}
     assert with_tcp == set(NS2_TCP) | set(EMULAB)
     assert len(NS2_TCP) >= 5 and len(EMULAB) == 3
+
+
+def test_table2_cut_keeps_one_branch_of_each_kind_of_path_and_its_cross_traffic():
+    """ormcc-table2-n6: a 200 ms link at level 1, 2 or 3, or none, on some receiver's path."""
+    res = resolve("ormcc-table2-n6", "quick")
+    topo, exp = res.topology, res.experiment
+    links = {frozenset(link.endpoints): link for link in topo.links}
+    parent = {}
+    for link in topo.links:
+        a, b = link.endpoints
+        if a.startswith("r") and b[0] in "rh":
+            parent[b] = a
+    kinds = set()
+    for host in exp.flows[0].receivers:
+        hops, node = [], host
+        while node in parent:
+            hops.append(links[frozenset((parent[node], node))].delay)
+            node = parent[node]
+        assert node == "r0" and len(hops) == 3, (host, hops)
+        slow = [3 - i for i, d in enumerate(hops) if d == pytest.approx(0.2)]  # level of it
+        assert len(slow) <= 1, host  # at most one 200 ms link per path, as in Fig. 9
+        kinds.add(slow[0] if slow else None)
+    assert kinds == {1, 2, 3, None}
+    # Two TCP and two UDP on/off flows on every tree link, from the parent's x host.
+    onoff = [f for f in exp.flows if f.type == "onoff"]
+    assert len(onoff) == 4 * len(parent)
+    for child, up in parent.items():
+        dst = child if child.startswith("h") else "x" + child[1:]
+        mine = [f for f in onoff if (f.sender, f.receiver) == ("x" + up[1:], dst)]
+        assert sorted(f.carrier for f in mine) == ["tcp", "tcp", "udp", "udp"], child
