@@ -237,7 +237,7 @@ class RouterSet:
     def _settle(self, progress) -> None:  # noqa: ANN001
         """Wait out a daemon's known internal timer that no query can observe.
 
-        pimd 2.3.2 takes its static RP in only 15-21 s after it started and shows
+        pimd 2.3.2 takes its static RP in only 15-20 s after it started and shows
         nothing of it in its dump, so there is nothing to poll (docs/routing.md).
         The wait runs from the last router's start.
         """

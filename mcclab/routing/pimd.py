@@ -34,9 +34,9 @@ ROBUSTNESS = 3
 # than 15 whole seconds (time()) after it booted: at the first packet or 5 s
 # timer tick after that, so by the 20 s tick at the latest (main.c). IGMP joins
 # taken before are dropped until the next query (125 s). Measured: joins up to
-# 13 s after start were lost, from 16 s on they worked; CI once lost a join
-# made 20 s after the first router started (docs/routing.md). 22 s after the
-# last router started leaves 2 s for the ticks' drift and pimd's own start-up.
+# 13 s after start were lost, from 16 s on they worked; CI once timed out on
+# joins made 20 s after the *first* router started (docs/routing.md). 22 s after
+# the last router started leaves 2 s for the ticks' drift and pimd's start-up.
 STATIC_RP_SETTLE_S = 22.0
 
 # "$1" is the directory to put over /run; the rest is the command to exec.

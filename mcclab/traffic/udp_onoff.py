@@ -125,10 +125,11 @@ def recv(bind: str, port: int, log_path: str) -> int:
         stats(last_t)
         try:
             while True:
-                sock.settimeout(max(0.0, last_t + STATS_INTERVAL - time.monotonic()))
+                # Never 0: that would make the socket non-blocking (BlockingIOError).
+                sock.settimeout(max(1e-3, last_t + STATS_INTERVAL - time.monotonic()))
                 try:
                     data = sock.recv(65536)
-                except TimeoutError:
+                except (TimeoutError, BlockingIOError):
                     data = b""
                 if len(data) >= SEQ.size:
                     rx_bytes += len(data)

@@ -9,6 +9,7 @@ cross-check. The full grid is ``make bench-links`` (bench/bench_links.py).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -87,6 +88,16 @@ def forward(lab: Lab):
     return next(c for c in lab.links.counters(max_age=0.15) if (c.src, c.dst) == ("r", "d"))
 
 
+def emulator_lateness(lab: Lab) -> str:
+    """Each emulated direction's worst delivery lateness since its emulator started."""
+    parts = []
+    for emu in lab.links.emulators.values():
+        for q in json.loads(emu.stats.read_text())["queues"].values():
+            parts.append(f"{q['name']} max {q['late_max_us']:.0f} us, "
+                         f"{q['late_over_100us']} over 100 us")
+    return "; ".join(parts)
+
+
 def test_backend_is_userspace_and_recorded(lab):
     assert lab.link_backend == "userspace" == lab.links.backend
     assert (lab.run_dir / "links" / "plan.json").is_file()
@@ -131,16 +142,19 @@ def test_rtt_median_and_tail(lab, capsys):
     stalls = fx.stalls_of(watchers)
     s = fx.rtt_summary([rtt for _, rtt in echoes])
     clear = fx.rtt_summary(fx.clear_of_stalls(echoes, stalls))
+    # Where a slow echo was held, if the emulators were late (CI once saw a p99 of 93 ms
+    # with a single 2 ms machine stall): for the report, not asserted.
+    late = emulator_lateness(lab)
     # two propagation delays plus the 84-byte echo's serialisation each way
     want = 2 * 20 + 2 * fx.ICMP_IP_BYTES * 8 / 10e6 * 1e3
     show(capsys, f"RTT want {want:.3f} ms: median {s['median']:.3f}, p99 {s['p99']:.3f} ms; "
                  f"quiet after {waited:.0f} s; "
                  f"{len(stalls)} machine stalls, {s['n'] - clear['n']} echoes set aside, "
-                 f"p99 of the rest {clear['p99']:.3f} ms")
+                 f"p99 of the rest {clear['p99']:.3f} ms; emulators: {late}")
     assert s["n"] == ECHOES
     assert abs(s["median"] - want) <= max(0.5, 0.02 * want), s
     assert clear["n"] >= 0.9 * ECHOES, (clear, stalls)
-    assert clear["p99"] - clear["median"] <= P99_SPREAD_MS, (clear, stalls)
+    assert clear["p99"] - clear["median"] <= P99_SPREAD_MS, (clear, stalls, late)
 
 
 def test_loss_inside_the_99_percent_interval(lab, capsys):
