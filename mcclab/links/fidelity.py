@@ -216,6 +216,17 @@ def wait_for_quiet_machine(timeout: float = 60.0, window: float = 1.0,
     return time.monotonic() - start
 
 
+def stalled_seconds(stalls: list[tuple[int, int]], start_ns: int, end_ns: int) -> float:
+    """Seconds of [start_ns, end_ns] covered by at least one stall span (their union)."""
+    total, reach = 0, start_ns
+    for a, b in sorted(stalls):
+        a, b = max(a, reach), min(b, end_ns)
+        if b > a:
+            total += b - a
+            reach = b
+    return total / 1e9
+
+
 def clear_of_stalls(echoes: list[tuple[int, float]],
                     stalls: list[tuple[int, int]]) -> list[float]:
     """RTTs of the echoes whose flight (send to reply) overlaps no stall."""

@@ -209,15 +209,26 @@ def test_red_drop_probability_follows_its_curve(lab, capsys):
     size, mu = 1000, 10e6 / (1000 * 8)
     target = 0.03  # an open-loop overload forces this drop fraction (conservation)
     pps = mu / (1 - target)
+    # Link time lost while the machine stalls (nothing ran) forces drops beyond the
+    # target: twice in CI rehearsals (0.045, 0.051), never alone. Watchers as in the
+    # RTT test measure those stalls; each stalled second may add mu drops, no more.
+    fx.wait_for_quiet_machine(threshold=0.001)
+    watchers = fx.machine_stalls(9 + 5, threshold=0.001)
     burst = fx.probe(lab, "s", "d", count=int(pps * 9), size=size, pps=pps, idle=0.5)
+    stalls = fx.stalls_of(watchers)
     lost, sent = fx.drop_fraction_after(burst, skip=3.0, pps=pps)
     measured = lost / sent
+    window = [t for seq, t in zip(burst.seq, burst.sent_ns, strict=True) if seq >= 3.0 * pps]
+    stalled = fx.stalled_seconds(stalls, min(window), max(window))
+    explained = stalled * mu / sent
     queue = fx.queue_from_owd(burst, 10e6, size, skip=3.0)["mean"]
     params = RedParams(min_th="5pkt", max_th="15pkt", max_p="10%")
     expected_avg = fx.red_avg_for_fraction(measured, params, wait=True)
     show(capsys, f"RED: drop fraction {measured:.4f}, mean queue {queue:.2f} pkts, "
-                 f"curve {expected_avg:.2f}")
-    assert abs(measured - target) < 0.01, f"drop fraction {measured:.4f}"
+                 f"curve {expected_avg:.2f}; machine stalled {stalled * 1e3:.0f} ms "
+                 f"(up to {explained:.4f} of the drops)")
+    assert stalled <= 0.1 * (max(window) - min(window)) / 1e9, stalls  # a usable machine
+    assert -0.01 < measured - target < 0.01 + explained, f"drop fraction {measured:.4f}"
     assert abs(queue - expected_avg) <= 1.0, (
         f"mean queue {queue:.2f} pkts; RED's curve puts drop fraction {measured:.4f} "
         f"at avg {expected_avg:.2f}")

@@ -190,3 +190,14 @@ def test_echoes_in_flight_during_a_machine_stall_are_set_aside():
     # in flight at 25-27 ms: those sent at 0 (reply at 40), 10 and 20 ms; not 30 ms
     assert clear_of_stalls(echoes, stalls) == [40.3, 40.4, 40.5, 40.6, 40.7]
     assert clear_of_stalls(echoes, []) == [rtt for _, rtt in echoes]
+
+
+def test_stalled_seconds_is_the_union_of_the_spans_inside_the_window():
+    from mcclab.links.fidelity import stalled_seconds
+
+    ms = 1_000_000
+    # two CPUs' overlapping stalls count once; parts outside the window not at all
+    stalls = [(10 * ms, 30 * ms), (20 * ms, 40 * ms), (90 * ms, 120 * ms), (200 * ms, 210 * ms)]
+    assert stalled_seconds(stalls, 0, 100 * ms) == pytest.approx(0.040)
+    assert stalled_seconds(stalls, 25 * ms, 35 * ms) == pytest.approx(0.010)
+    assert stalled_seconds([], 0, 100 * ms) == 0.0

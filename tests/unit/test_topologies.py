@@ -62,6 +62,7 @@ SOURCES = {
     "ormcc-fig5-n4": "src1",
     "ormcc-fig7-n8": "src",
     "ormcc-fig10-n8": "src",
+    "ormcc-fig9-n6": "src",
     "ormcc-fig5": "src1",
     "ormcc-fig7": "src",
     "ormcc-fig9": "src",
