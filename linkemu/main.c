@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -56,6 +57,7 @@ struct lane {
 static struct lane *lanes;
 static size_t nlanes;
 static const char *stats_path;
+static int memory_locked; /* mlockall succeeded (see lock_memory) */
 static char vbuf[1 << 16]; /* pending verdicts for one lane */
 static size_t vlen;
 static char rbuf[1 << 16];
@@ -260,9 +262,10 @@ static void write_stats(int64_t now)
 		fprintf(stderr, "mcclab-linkemu: %s: %s\n", tmp, strerror(errno));
 		return;
 	}
-	fprintf(f, "{\"time\": %.6f, \"pid\": %d, \"realtime\": %s, \"queues\": {",
-		(double)now * 1e-9, (int)getpid(),
-		sched_getscheduler(0) == SCHED_FIFO ? "true" : "false");
+	fprintf(f, "{\"time\": %.6f, \"pid\": %d, \"realtime\": %s, \"locked\": %s, "
+		"\"queues\": {", (double)now * 1e-9, (int)getpid(),
+		sched_getscheduler(0) == SCHED_FIFO ? "true" : "false",
+		memory_locked ? "true" : "false");
 	for (size_t i = 0; i < nlanes; i++) {
 		struct lane *l = &lanes[i];
 		struct le_queue *q = &l->q;
@@ -320,6 +323,22 @@ static void set_realtime(long prio)
 		return;
 	}
 	fprintf(stderr, "mcclab-linkemu: SCHED_FIFO priority %ld\n", prio);
+}
+
+/* A page the kernel took away faults back in from disk: tens of ms in which
+ * the link serves nothing, whatever the priority.  The VMs mcclab runs on
+ * reclaim cold memory behind the guest's back (DAMON "pageout" on physical
+ * memory), and an emulator 36 ms late with the machine otherwise running was
+ * seen in CI rehearsals.  Locked pages are never reclaimed. */
+static void lock_memory(void)
+{
+	if (mlockall(MCL_CURRENT | MCL_FUTURE) < 0) {
+		fprintf(stderr, "mcclab-linkemu: mlockall refused (%s); pages may be reclaimed\n",
+			strerror(errno));
+		return;
+	}
+	memory_locked = 1;
+	fprintf(stderr, "mcclab-linkemu: memory locked\n");
 }
 
 static void usage(FILE *f)
@@ -408,6 +427,8 @@ int main(int argc, char **argv)
 	/* Default 50 us slack would eat most of the verdict accuracy budget. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	set_realtime(rt_priority);
+	if (rt_priority)
+		lock_memory();
 
 	lanes = calloc(nlanes, sizeof(*lanes));
 	if (!lanes)

@@ -119,6 +119,10 @@ def test_emulators_run_sched_fifo(lab):
         assert emu.proc is not None
         assert os.sched_getscheduler(emu.proc.pid) == os.SCHED_FIFO, emu.node
         assert os.sched_getparam(emu.proc.pid).sched_priority == lab.links.rt_priority > 0
+        # ... and its pages stay in memory: a page the VM reclaimed faults back from disk
+        status = Path(f"/proc/{emu.proc.pid}/status").read_text()
+        locked_kb = int(re.search(r"VmLck:\s+(\d+) kB", status).group(1))
+        assert locked_kb > 0 and json.loads(emu.stats.read_text())["locked"] is True, emu.node
 
 
 def test_rate_udp_and_tcp_within_2_percent(lab, capsys):
@@ -213,6 +217,7 @@ def test_red_drop_probability_follows_its_curve(lab, capsys):
     # target: twice in CI rehearsals (0.045, 0.051), never alone. Watchers as in the
     # RTT test measure those stalls; each stalled second may add mu drops, no more.
     fx.wait_for_quiet_machine(threshold=0.001)
+    settled = fx.wait_for_quiet_path(lab, "s", "d")
     watchers = fx.machine_stalls(9 + 5, threshold=0.001)
     burst = fx.probe(lab, "s", "d", count=int(pps * 9), size=size, pps=pps, idle=0.5)
     stalls = fx.stalls_of(watchers)
@@ -225,8 +230,9 @@ def test_red_drop_probability_follows_its_curve(lab, capsys):
     params = RedParams(min_th="5pkt", max_th="15pkt", max_p="10%")
     expected_avg = fx.red_avg_for_fraction(measured, params, wait=True)
     show(capsys, f"RED: drop fraction {measured:.4f}, mean queue {queue:.2f} pkts, "
-                 f"curve {expected_avg:.2f}; machine stalled {stalled * 1e3:.0f} ms "
-                 f"(up to {explained:.4f} of the drops)")
+                 f"curve {expected_avg:.2f}; path quiet after {settled:.0f} s, machine "
+                 f"stalled {stalled * 1e3:.0f} ms (up to {explained:.4f} of the drops); "
+                 f"emulators: {emulator_lateness(lab)}")
     assert stalled <= 0.1 * (max(window) - min(window)) / 1e9, stalls  # a usable machine
     assert -0.01 < measured - target < 0.01 + explained, f"drop fraction {measured:.4f}"
     assert abs(queue - expected_avg) <= 1.0, (
