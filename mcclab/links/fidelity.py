@@ -222,8 +222,8 @@ def wait_for_quiet_path(lab: Lab, src: str, dst: str, timeout: float = 60.0,
 
     Stall watchers see a machine that runs nothing; this also sees a path whose
     emulators are held up while the machine runs (an emulator 36 ms late with the
-    watchers quiet, in a CI rehearsal; cause not known). After ``timeout`` it
-    returns, and the measurement that follows counts what it meets.
+    watchers quiet, in a CI rehearsal: pages the VM had reclaimed, docs/links.md).
+    After ``timeout`` it returns, and the measurement that follows counts what it meets.
     """
     start = time.monotonic()
     while time.monotonic() - start < timeout:
