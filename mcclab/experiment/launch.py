@@ -103,10 +103,9 @@ def _iperf_client(flow: Any, address: str, port: int, seconds: float, carrier: s
     return tuple(argv)
 
 
-def _udp_onoff(out: LaunchPlan, flow: OnOffFlow, address: str, port: int, run_dir: Path,
-               python: str) -> None:
+def _udp_onoff(out: LaunchPlan, flow: OnOffFlow, periods: list[tuple[float, float]],
+               address: str, port: int, run_dir: Path, python: str) -> None:
     """An on/off UDP flow: one sink and one source for the whole run (mcclab.traffic)."""
-    periods = out.onoff[flow.name]
     origin = periods[0][0] if periods else flow.start
     schedule = str(run_dir / "sessions" / f"{flow.name}.onoff.json")
     out.files[schedule] = json.dumps(
@@ -198,20 +197,19 @@ def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
         assert isinstance(flow, TcpFlow | UdpFlow | OnOffFlow)
         port = IPERF_BASE_PORT + index
         address = str(plan.address_of(flow.receiver))
-        if isinstance(flow, OnOffFlow) and flow.carrier == "udp":
-            out.onoff[flow.name] = on_off_periods(flow, exp.seed, exp.duration)
-            _udp_onoff(out, flow, address, port, run_dir, python)
-            continue
+        if isinstance(flow, OnOffFlow):
+            periods = on_off_periods(flow, exp.seed, exp.duration)
+            out.onoff[flow.name] = periods
+            if flow.carrier == "udp":
+                _udp_onoff(out, flow, periods, address, port, run_dir, python)
+                continue
+        else:
+            periods = [(flow.start, flow.stop if flow.stop is not None else exp.duration)]
         server_log = str(run_dir / "logs" / f"{flow.name}-server-{flow.receiver}.txt")
         server = ("iperf3", "-s", "-p", str(port), "-i", "1", "-f", "k", "--forceflush")
         out.launches.append(Launch(flow.name, "server", flow.receiver, server, 0.0, None,
                                    server_log))
         carrier = flow.carrier if isinstance(flow, OnOffFlow) else flow.type
-        if isinstance(flow, OnOffFlow):
-            periods = on_off_periods(flow, exp.seed, exp.duration)
-            out.onoff[flow.name] = periods
-        else:
-            periods = [(flow.start, flow.stop if flow.stop is not None else exp.duration)]
         for k, (a, b) in enumerate(periods):
             log = str(run_dir / "logs" / f"{flow.name}-client-{flow.sender}-{k}.txt")
             # A client that runs to the end of the experiment outlasts it and is

@@ -199,18 +199,20 @@ def _live_rates(launches: list[Launch]) -> dict[str, float]:
     return rates
 
 
+def _wait_for_line(proc: TrackedProcess, out: Path, marker: str, what: str) -> None:
+    """Poll ``out`` until it shows ``marker``; raise with its tail if ``proc`` exits first."""
+    wait_for(lambda: marker in out.read_text(errors="replace") or not proc.alive(), 10.0, what)
+    if not proc.alive():
+        raise RuntimeError(f"{what} exited: {out.read_text()[-500:]}")
+
+
 def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
     """Start one launch in its node, in its own process group.
 
     An iperf3 server is waited for until it listens; a UDP source waits for its sink.
     """
     if launch.role == "source" and launch.flow in st.sinks:
-        sink, sink_out = st.sinks[launch.flow]
-        wait_for(lambda: "ready" in sink_out.read_text(errors="replace") or not sink.alive(),
-                 10.0, f"UDP sink of {launch.flow}")
-        if not sink.alive():
-            raise RuntimeError(f"UDP sink of {launch.flow} exited: "
-                               f"{sink_out.read_text()[-500:]}")
+        _wait_for_line(*st.sinks[launch.flow], "ready", f"UDP sink of {launch.flow}")
     # iperf3 writes its report to stdout; agents write their event log themselves
     # and only a 'ready' line to stdout, which must not interleave with that log.
     out = Path(launch.log) if launch.role in ("server", "client") else Path(
@@ -220,10 +222,7 @@ def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
     st.running[index] = proc
     if launch.role == "server":
         st.iperf[launch.flow] = IperfWatch(out)
-        wait_for(lambda: "Server listening" in out.read_text(errors="replace")
-                 or not proc.alive(), 10.0, f"iperf3 server of {launch.flow}")
-        if not proc.alive():
-            raise RuntimeError(f"iperf3 server of {launch.flow} exited: {out.read_text()[-500:]}")
+        _wait_for_line(proc, out, "Server listening", f"iperf3 server of {launch.flow}")
     elif launch.role == "sink":
         # Not waited for here: dozens start together (ormcc-table2), each source waits
         # for its own sink instead.
