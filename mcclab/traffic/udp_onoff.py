@@ -111,7 +111,6 @@ def recv(bind: str, port: int, log_path: str) -> int:
     rx_bytes = rx_packets = 0
     highest = -1
     with open(log_path, "a") as log:
-        print("ready", flush=True)
         last_t, last_bytes = time.monotonic(), 0
 
         def stats(now: float) -> None:
@@ -123,6 +122,7 @@ def recv(bind: str, port: int, log_path: str) -> int:
             last_t, last_bytes = now, rx_bytes
 
         stats(last_t)
+        print("ready", flush=True)  # after the first record: a reader finds one at once
         try:
             while True:
                 # Never 0: that would make the socket non-blocking (BlockingIOError).
