@@ -60,6 +60,11 @@ class TimerHeap:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
 
+    def due(self, now: float) -> bool:
+        """Whether a live timer is due at ``now``."""
+        when = self.next_time()
+        return when is not None and when <= now
+
     def pop_due(self, now: float) -> TimerHandle | None:
         """The earliest live timer due at ``now``, removed; None if none is due."""
         when = self.next_time()
@@ -134,12 +139,14 @@ class EventLoop:
             now = self._clock()
             if until is not None and now >= until:
                 break
-            handle = self._timers.pop_due(now)
-            if handle is not None:
-                handle.fn()
-                # Poll sockets without blocking between due timers so a burst of
-                # timers cannot starve the receive path.
+            if self._timers.due(now):
+                # Read the sockets first: what they hold arrived before this timer's
+                # handler runs (late, after a stall), so a core sees events in arrival
+                # order; and a burst of due timers cannot starve the receive path.
                 self._poll(0.0)
+                handle = self._timers.pop_due(now)
+                if handle is not None and not self._stopping:
+                    handle.fn()
                 continue
             deadline = self._timers.next_time()
             if until is not None:

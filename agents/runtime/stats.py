@@ -77,6 +77,9 @@ class AgentStats:
     send_errors: int = 0
     feedback_tx: int = 0
     feedback_rx: int = 0
+    # The longest a datagram waited in the host before the agent read it, this interval
+    # (None: no kernel timestamps, as in the simulator): the agent's own stalls.
+    read_delay_max: float | None = None
     _last: Totals = field(default_factory=Totals)
     _last_sent: Totals = field(default_factory=Totals)
     _last_time: float | None = None
@@ -96,6 +99,11 @@ class AgentStats:
 
     def on_drop(self, reason: Drop) -> None:
         self.drops.add(reason)
+
+    def on_read_delay(self, delay: float) -> None:
+        """A datagram read ``delay`` seconds after the kernel received it."""
+        if self.read_delay_max is None or delay > self.read_delay_max:
+            self.read_delay_max = delay
 
     # sending
     def on_send(self, channel: int, size: int) -> None:
@@ -148,6 +156,9 @@ class AgentStats:
             })
         if self.feedback_tx or self.feedback_rx:
             record.update({"feedback_tx": self.feedback_tx, "feedback_rx": self.feedback_rx})
+        if self.read_delay_max is not None:
+            record["read_delay_max_ms"] = round(self.read_delay_max * 1e3, 3)
+            self.read_delay_max = None
         record["dropped"] = {str(r): n for r, n in self.drops.counts.items() if n}
         self._last, self._last_sent, self._last_time = rx, tx, now
         return record

@@ -89,6 +89,9 @@ class WebrcReceiver(ReceiverCore):
         self.pending: PendingJoin | None = None
         self.last_psn: dict[int, int] = {}
         self.rx = self.lost = self.events = 0  # this epoch
+        # Arrived after this epoch's end but read before its timer fired (a late timer):
+        # they count for the next epoch, so a stalled receiver does not see RR lag.
+        self.ahead_rx = self.ahead_lost = self.ahead_events = 0
         self.rx_total = self.lost_total = 0
         self.arr = self.trr = m.bcr
         self.rr = self.irr = 0.0
@@ -146,7 +149,10 @@ class WebrcReceiver(ReceiverCore):
         if ext is None or ext.cn != cn:
             return []
         actions: list[Action] = []
-        self.rx += 1
+        if now > self.next_epoch:
+            self.ahead_rx += 1
+        else:
+            self.rx += 1
         self.rx_total += 1
         if cn == self.base and self.base_join_at is not None:
             if self.params.base_mrtt_sample:
@@ -213,11 +219,18 @@ class WebrcReceiver(ReceiverCore):
         return actions
 
     def _on_loss(self, now: float, count: int) -> list[Action]:
-        self.lost += count
+        ahead = now > self.next_epoch
+        if ahead:
+            self.ahead_lost += count
+        else:
+            self.lost += count
         self.lost_total += count
         if now < self.loss_event_end:
             return []
-        self.events += 1
+        if ahead:
+            self.ahead_events += 1
+        else:
+            self.events += 1
         self.loss_events += 1
         self.loss_event_end = now + self.current_artt()
         actions: list[Action] = [Log("loss_event", {"lost": count, "trr": self.trr})]
@@ -297,7 +310,8 @@ class WebrcReceiver(ReceiverCore):
             self.loss.update(self.rx + self.lost, self.events)
         self.max_trr = max(self.max_trr, self.trr)
         actions += self._decide(now)
-        self.rx = self.lost = self.events = 0
+        self.rx, self.lost, self.events = self.ahead_rx, self.ahead_lost, self.ahead_events
+        self.ahead_rx = self.ahead_lost = self.ahead_events = 0
         self.epoch_start = self.next_epoch
         self.next_epoch += self.el
         if self.next_epoch <= now:  # far behind (a stalled process): realign

@@ -59,6 +59,32 @@ def test_readers_are_dispatched_and_run_stops_at_deadline():
     loop.close()
 
 
+def test_datagrams_waiting_when_a_timer_is_late_are_read_before_it():
+    # A handler stalls past a timer's due time while a datagram arrives: the loop reads
+    # the datagram first (it arrived before the late timer ran), so a core counting per
+    # interval sees it in the interval it arrived in.
+    loop = EventLoop()
+    a, b = socket.socketpair()
+    c, d = socket.socketpair()
+    order = []
+
+    def stalling_reader():
+        order.append(c.recv(100))
+        b.send(b"arrived during the stall")
+        time.sleep(0.03)  # past the timer's due time
+
+    loop.add_reader(c, stalling_reader)
+    loop.add_reader(a, lambda: order.append(a.recv(100)))
+    start = loop.now()
+    loop.call_at(start + 0.01, lambda: d.send(b"first"))
+    loop.call_at(start + 0.02, lambda: order.append("timer"))
+    loop.run(until=start + 0.1)
+    assert order == [b"first", b"arrived during the stall", "timer"]
+    for sock in (a, b, c, d):
+        sock.close()
+    loop.close()
+
+
 def test_signal_stops_the_loop_at_once():
     loop = EventLoop()
     old = signal.getsignal(signal.SIGUSR1)

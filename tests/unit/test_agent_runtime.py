@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agents.runtime.actions import CancelTimer, Join, Leave, Log, Metric, Send, SetTimer
 from agents.runtime.core import ReceiverCore, SenderCore
-from agents.runtime.header import StructExtension
+from agents.runtime.header import Header, StructExtension, encode
 from agents.runtime.registry import ProtocolSpec, register, unregister
 from agents.runtime.session import Session
 from agents.sim import Link, Simulation
@@ -164,3 +164,23 @@ def test_core_errors_surface(toy):
         node.agent.core = core(None, toy)
         with pytest.raises(error):
             sim.run(1.0)
+
+
+def test_a_datagram_read_late_reaches_the_core_at_its_arrival_time(toy):
+    # In a lab the transport passes the kernel's receive time of each datagram: the core
+    # sees that time (never one before an event it has already seen), and the stats
+    # record the longest a datagram waited before the agent read it.
+    sim = Simulation(toy)
+    agent = sim.add("r", "receiver").agent  # its "leave" timer fires at 1.0
+
+    def packet(seq):
+        header = Header(250, 3, 0, seq, 0, 0, ToyExt(0, seq))
+        return encode(header, toy.spec.extension, 300)
+
+    reads = [(1.040, 0.980), (1.050, 1.045), (1.060, None)]  # (read at, arrived at)
+    for seq, (read, arrival) in enumerate(reads):
+        sim.loop.call_at(read, lambda s=seq, a=arrival: agent.deliver(packet(s), 0, a))
+    sim.run(2.5)
+    assert [round(now, 6) for now, *_ in agent.core.seen] == [1.0, 1.045, 1.06]
+    stats = [r for r in sim.nodes["r"].records("stats")]
+    assert [r.get("read_delay_max_ms") for r in stats] == [None, 60.0, None]

@@ -187,6 +187,27 @@ def test_reception_lagging_arr_ends_startup():
     assert not core.startup and core.startup_reason == "rr_lag"
 
 
+def test_packets_after_an_epochs_end_count_for_the_next_when_its_timer_runs_late():
+    # A receiver stalled from 0.8 s to 1.3 s reads the packets that arrived meanwhile,
+    # each with its arrival time, before its late epoch timer (due at 1.0 s): those after
+    # 1.0 s count for the next epoch, the one start-up checks, which therefore is not
+    # short (counted by reading order, it held 4 of ~9 expected: "rr_lag").
+    feed = Feed(base_mrtt_sample=False)
+    core = feed.core
+    feed.send(0.1, feed.base, 3)
+    feed.epoch(0.5)
+    core.arr = 20.0  # as if the subscribed rate were 20 packets/s
+    feed.send(0.7, 3, 3)  # the first packet of the wave joined at 0.5: check [1.0, 1.5)
+    for i in range(10):  # arrived 0.80 ... 1.25 s, read at 1.3 s
+        feed.send(0.8 + 0.05 * i, 3, 3)
+    feed.epoch(1.3)
+    assert core.rx == 5 and core.startup  # 1.05 ... 1.25 s
+    for i in range(4):
+        feed.send(1.3 + 0.05 * i, 3, 3)
+    assert joins(feed.epoch(1.5)) == [4]  # the check passed: start-up joins the next wave
+    assert core.startup, core.startup_reason
+
+
 def test_flat_reception_rate_blocks_joins_and_resets_lossp():
     feed = Feed(base_mrtt_sample=False)
     core = feed.core
