@@ -12,7 +12,6 @@ with :class:`agents.sim.SimPort` in simulated time.
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import Any
 
@@ -54,7 +53,6 @@ class Agent:
         self._timers: dict[str, TimerHandle] = {}
         self._tick: TimerHandle | None = None
         self._next_tick = 0.0
-        self._seen = -math.inf  # the latest time the core has been given
         self.running = False
 
     # lifecycle
@@ -68,7 +66,6 @@ class Agent:
                        protocol=self.spec.name, flow=self.session.flow)
         self._next_tick = now + STATS_INTERVAL
         self._tick = self.clock.call_at(self._next_tick, self._on_tick)
-        self._seen = now
         self._apply(self.core.start(now), now)
         self.log.flush()
 
@@ -97,27 +94,17 @@ class Agent:
         self.log.flush()
 
     # events from the environment
-    def deliver(self, data: bytes, channel: int, arrival: float | None = None) -> None:
-        """A datagram arrived on ``channel``'s group and port, at ``arrival`` on this clock
-        when the transport knows (the kernel's timestamp).
-
-        The core sees the arrival time, so a stalled agent neither stretches a round trip
-        measured to a packet nor moves a packet into a later counting interval; never a
-        time before an event it has already seen, so its clock does not run back.
-        """
+    def deliver(self, data: bytes, channel: int) -> None:
+        """A datagram arrived on ``channel``'s group and port."""
         if not self.running:
             return
         now = self.clock.now()
-        at = now
-        if arrival is not None:
-            at = min(max(arrival, self._seen), now)
-            self.stats.on_read_delay(now - arrival)
         header = self.parser.parse(data, channel)
         if isinstance(header, Drop):
             self.stats.on_drop(header)
             self.metrics.malformed[header].inc()
             return
-        self._received(at, now, header, len(data))
+        self._received(now, header, len(data))
 
     def deliver_feedback(self, data: bytes, peer: str, arrival: float | None = None) -> None:
         """A unicast feedback datagram arrived from ``peer`` (``ADDR:PORT`` or a node name),
@@ -125,8 +112,6 @@ class Agent:
         if not self.running:
             return
         now = self.clock.now()
-        if arrival is not None:
-            self.stats.on_read_delay(now - arrival)
         arrival = now if arrival is None else min(arrival, now)
         body = parse_feedback(data, self.spec.protocol_id, self.session.session_id)
         if isinstance(body, Drop):
@@ -135,31 +120,31 @@ class Agent:
             return
         self.stats.feedback_rx += 1
         self.metrics.feedback_received.inc()
-        self._seen = now
         self._apply(self.core.on_feedback_at(now, arrival, body, peer), now)
 
-    def _received(self, at: float, now: float, header: Header, size: int) -> None:
-        """A parsed datagram that arrived at ``at`` and is handled at ``now``."""
+    def _received(self, now: float, header: Header, size: int) -> None:
         chan = self.stats.channels.get(header.channel)
         if chan is None or chan.base is None:
             joined = self.joined.get(header.channel)
             self.log.write(now, "first_packet", channel=header.channel, seq=header.seq,
-                           after_join=None if joined is None else round(at - joined, 6))
+                           after_join=None if joined is None else round(now - joined, 6))
         self.stats.on_packet(header.channel, header.seq, size)
         self.metrics.packets_received.inc()
         self.metrics.bytes_received.inc(size)
-        self._seen = at
-        self._apply(self.core.on_packet(at, header, size, self.groups[header.channel]), now)
+        self._apply(self.core.on_packet(now, header, size, self.groups[header.channel]), now)
 
     def _on_timer(self, timer_id: str) -> None:
-        self._timers.pop(timer_id, None)
+        handle = self._timers.pop(timer_id, None)
         if self.running:
             now = self.clock.now()
-            self._seen = now
+            if handle is not None:
+                self.stats.on_timer_late(max(0.0, now - handle.when))
             self._apply(self.core.on_timer(now, timer_id), now)
 
     def _on_tick(self) -> None:
         now = self.clock.now()
+        if self._tick is not None:
+            self.stats.on_timer_late(max(0.0, now - self._tick.when))
         self._write_stats(now)
         self.log.flush()
         # Ticks stay on the start + k seconds grid, skipping any missed while stalled.

@@ -77,9 +77,9 @@ class AgentStats:
     send_errors: int = 0
     feedback_tx: int = 0
     feedback_rx: int = 0
-    # The longest a datagram waited in the host before the agent read it, this interval
-    # (None: no kernel timestamps, as in the simulator): the agent's own stalls.
-    read_delay_max: float | None = None
+    # How late the agent's latest-running timer fired this interval (None: no timer
+    # fired): a stalled agent process, which reads its sockets late too.
+    timer_late_max: float | None = None
     _last: Totals = field(default_factory=Totals)
     _last_sent: Totals = field(default_factory=Totals)
     _last_time: float | None = None
@@ -100,10 +100,10 @@ class AgentStats:
     def on_drop(self, reason: Drop) -> None:
         self.drops.add(reason)
 
-    def on_read_delay(self, delay: float) -> None:
-        """A datagram read ``delay`` seconds after the kernel received it."""
-        if self.read_delay_max is None or delay > self.read_delay_max:
-            self.read_delay_max = delay
+    def on_timer_late(self, late: float) -> None:
+        """A timer fired ``late`` seconds after it was due."""
+        if self.timer_late_max is None or late > self.timer_late_max:
+            self.timer_late_max = late
 
     # sending
     def on_send(self, channel: int, size: int) -> None:
@@ -156,9 +156,9 @@ class AgentStats:
             })
         if self.feedback_tx or self.feedback_rx:
             record.update({"feedback_tx": self.feedback_tx, "feedback_rx": self.feedback_rx})
-        if self.read_delay_max is not None:
-            record["read_delay_max_ms"] = round(self.read_delay_max * 1e3, 3)
-            self.read_delay_max = None
+        if self.timer_late_max is not None:
+            record["timer_late_max_ms"] = round(self.timer_late_max * 1e3, 3)
+            self.timer_late_max = None
         record["dropped"] = {str(r): n for r, n in self.drops.counts.items() if n}
         self._last, self._last_sent, self._last_time = rx, tx, now
         return record

@@ -42,6 +42,11 @@ Choices where the paper is silent (all in :class:`~agents.webrc.params.WebrcPara
   Eq. 6. The base channel's sample stays raw (sec. 5.1.1 calls it biased upward by the
   base channel's packet interval).
 * SSR after start-up shrinks to ``ssr_factor`` * TRR at every loss event.
+* RR and IRR of an epoch are its packets over the time since the previous epoch was
+  closed (when the epoch timers actually ran), not over EL. A receiver stalled across
+  an epoch's end reads what arrived meanwhile before its late epoch timer runs: that
+  epoch is long and the next one short, and over EL the short one would look like RR
+  lagging ARR, ending start-up far below the bottleneck.
 """
 
 from __future__ import annotations
@@ -89,9 +94,6 @@ class WebrcReceiver(ReceiverCore):
         self.pending: PendingJoin | None = None
         self.last_psn: dict[int, int] = {}
         self.rx = self.lost = self.events = 0  # this epoch
-        # Arrived after this epoch's end but read before its timer fired (a late timer):
-        # they count for the next epoch, so a stalled receiver does not see RR lag.
-        self.ahead_rx = self.ahead_lost = self.ahead_events = 0
         self.rx_total = self.lost_total = 0
         self.arr = self.trr = m.bcr
         self.rr = self.irr = 0.0
@@ -113,6 +115,7 @@ class WebrcReceiver(ReceiverCore):
         self.base_join_at: float | None = None
         self.epoch_start = 0.0
         self.next_epoch = 0.0
+        self.counted_from = 0.0  # when the previous epoch was closed: this one counts since
 
     # -- helpers ------------------------------------------------------------------
     @property
@@ -137,7 +140,7 @@ class WebrcReceiver(ReceiverCore):
     # -- triggers -----------------------------------------------------------------
     def start(self, now: float) -> list[Action]:
         self.base_join_at = now
-        self.epoch_start = now
+        self.epoch_start = self.counted_from = now
         self.next_epoch = now + self.el
         m = self.model
         return [Log("webrc_receiver", {"n": m.n, "t": m.t, "sr_pps": m.sr}),
@@ -149,10 +152,7 @@ class WebrcReceiver(ReceiverCore):
         if ext is None or ext.cn != cn:
             return []
         actions: list[Action] = []
-        if now > self.next_epoch:
-            self.ahead_rx += 1
-        else:
-            self.rx += 1
+        self.rx += 1
         self.rx_total += 1
         if cn == self.base and self.base_join_at is not None:
             if self.params.base_mrtt_sample:
@@ -219,18 +219,11 @@ class WebrcReceiver(ReceiverCore):
         return actions
 
     def _on_loss(self, now: float, count: int) -> list[Action]:
-        ahead = now > self.next_epoch
-        if ahead:
-            self.ahead_lost += count
-        else:
-            self.lost += count
+        self.lost += count
         self.lost_total += count
         if now < self.loss_event_end:
             return []
-        if ahead:
-            self.ahead_events += 1
-        else:
-            self.events += 1
+        self.events += 1
         self.loss_events += 1
         self.loss_event_end = now + self.current_artt()
         actions: list[Action] = [Log("loss_event", {"lost": count, "trr": self.trr})]
@@ -293,13 +286,15 @@ class WebrcReceiver(ReceiverCore):
         p, m = self.params, self.model
         actions: list[Action] = []
         begin = self.epoch_start
-        self.rr = self.rx / self.el
-        self.irr = (self.rx + self.lost) / self.el
+        span = max(now - self.counted_from, 1e-3)
+        self.counted_from = now
+        self.rr = self.rx / span
+        self.irr = (self.rx + self.lost) / span
         self.trr = (1 - p.trr_alpha) * self.trr + p.trr_alpha * self.rr
         self.arr *= m.p ** (self.el / m.tsd)
         if self.startup and self.check_from is not None and begin >= self.check_from - 1e-9:
             self.check_from = None
-            expected = (1 - p.rr_lag_margin) * self.arr * self.el
+            expected = (1 - p.rr_lag_margin) * self.arr * span
             if self.rx < expected - p.rr_lag_packets:  # slack: counts of a few packets
                 actions += self._end_startup(now, "rr_lag")
             else:
@@ -310,8 +305,7 @@ class WebrcReceiver(ReceiverCore):
             self.loss.update(self.rx + self.lost, self.events)
         self.max_trr = max(self.max_trr, self.trr)
         actions += self._decide(now)
-        self.rx, self.lost, self.events = self.ahead_rx, self.ahead_lost, self.ahead_events
-        self.ahead_rx = self.ahead_lost = self.ahead_events = 0
+        self.rx = self.lost = self.events = 0
         self.epoch_start = self.next_epoch
         self.next_epoch += self.el
         if self.next_epoch <= now:  # far behind (a stalled process): realign

@@ -108,12 +108,12 @@ def protocol_table(logs: list[tuple[Path, str, str, str]], t0: float, seconds: i
     ``logs`` holds (event log, flow, node, role). Each whole experiment second k
     takes the last stats record at or before ``t0 + k`` (gauges are sampled once a
     second, so this holds the value the core last reported). The runtime's
-    ``read_delay_max_ms`` (the longest a datagram waited before the agent read it
-    in that record's second: the agent's own stalls) rides along as one more gauge.
+    ``timer_late_max_ms`` (how late the agent's timers fired in that record's
+    second: the agent process's own stalls) rides along as one more gauge.
     """
     rows = []
     for log, flow, node, role in logs:
-        records = [(r["t"], _with_read_delay(r)) for r in event_records(log)
+        records = [(r["t"], _with_timer_lateness(r)) for r in event_records(log)
                    if r.get("event") == "stats" and isinstance(r.get("core"), dict)]
         times = [t for t, _ in records]
         for k in range(1, seconds + 1):
@@ -127,11 +127,11 @@ def protocol_table(logs: list[tuple[Path, str, str, str]], t0: float, seconds: i
     return pd.DataFrame(rows, columns=PROTOCOL_COLUMNS)
 
 
-def _with_read_delay(record: dict) -> dict:
-    """A stats record's core gauges, with its ``read_delay_max_ms`` when it has one."""
-    if "read_delay_max_ms" not in record:
+def _with_timer_lateness(record: dict) -> dict:
+    """A stats record's core gauges, with its ``timer_late_max_ms`` when it has one."""
+    if "timer_late_max_ms" not in record:
         return record["core"]
-    return {**record["core"], "read_delay_max_ms": record["read_delay_max_ms"]}
+    return {**record["core"], "timer_late_max_ms": record["timer_late_max_ms"]}
 
 
 @dataclass(frozen=True)

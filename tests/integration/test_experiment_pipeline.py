@@ -75,11 +75,11 @@ def test_default_experiment_short_version(tmp_path):
     protocol = pd.read_csv(run / "tables" / "protocol.csv")
     mine = protocol[(protocol["flow"] == "webrc") & (protocol["node"] == "d1")]
     assert mine[mine["name"] == "nwc"]["value"].max() >= 4
-    # The kernel stamped each datagram's arrival, which the core sees; how late the
-    # agent read them is in the table (a stall ends start-up early only if it delays
-    # the join itself, as a router's stall would).
-    read_delay = mine[mine["name"] == "read_delay_max_ms"].set_index("t")["value"]
-    assert len(read_delay) >= 20, "no kernel receive timestamps reached the receiver"
+    # How late each agent's timers ran, per second (its process's stalls): evidence
+    # for the start-up assertion below, whose detectors a stalled agent can trip.
+    late = protocol[protocol["name"] == "timer_late_max_ms"]
+    assert set(late["node"]) == {"s1", "d1"}
+    stalls = late.groupby("node")["value"].max().to_dict()
     startup = [r for r in events if r["event"] == "startup_end"]
     assert PATH_RTT <= mine[mine["name"] == "artt_seconds"]["value"].iloc[-1] <= 1.0
 
@@ -96,7 +96,7 @@ def test_default_experiment_short_version(tmp_path):
     (began,) = record["iperf_test_starts_s"]["tcp"]
     assert 25.0 <= began <= 33.0, began
     assert (tcp.loc[: int(began)] == 0).all(), tcp.to_dict()
-    assert webrc.loc[15:25].mean() >= 0.5e6, (webrc.to_dict(), startup, read_delay.to_dict())
+    assert webrc.loc[15:25].mean() >= 0.5e6, (webrc.to_dict(), startup, stalls)
     assert webrc.max() <= BOTTLENECK * 1024 / 1052 * 1.02, webrc.max()
     assert tcp.loc[30:40].mean() > 0.1e6, tcp.to_dict()
 

@@ -79,12 +79,17 @@ def test_rlc_climbs_to_the_bottleneck_and_backs_off(tmp_path):
     join5 = next(t for t, lv, _ in trace if lv == 5)
     assert 0 < backoffs[0][0] - join5 < 3.0, "the failed join was noticed within the leave delay"
 
-    # The gauges in tables/protocol.csv agree with the trace.
+    # The core's gauges agree with the trace: exactly in the last stats record, which
+    # the agent writes at stop after every trace event. tables/protocol.csv holds them
+    # per whole second, so its last row may miss a trace event of the final second.
+    final = records(log, "stats")[-1]["core"]
+    assert final["sp_joins"] == sum(1 for _, _, r in trace if r == "sp")
+    assert final["deaf_periods"] == len(backoffs) >= 1
     proto = pd.read_csv(run / "tables" / "protocol.csv")
     rx = proto[(proto["node"] == "n5") & (proto["role"] == "receiver")]
     last = rx[rx["t"] == rx["t"].max()].set_index("name")["value"]
-    assert last["sp_joins"] == sum(1 for _, _, r in trace if r == "sp")
-    assert last["deaf_periods"] == len(backoffs) >= 1
+    assert final["sp_joins"] - 1 <= last["sp_joins"] <= final["sp_joins"]
+    assert 1 <= last["deaf_periods"] <= final["deaf_periods"]
     assert last["lost_normal_phase"] > 0 and last["loss_events"] >= 1
     assert last["loss_events"] <= last["lost_packets"]
     assert set(rx[rx["name"] == "subscription_level"]["value"]) >= {5.0, 6.0}

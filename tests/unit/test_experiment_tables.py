@@ -64,7 +64,7 @@ def test_protocol_table_holds_each_cores_last_gauges_per_second(tmp_path):
                for k in range(4)]
     records.insert(1, {"t": 11.0, "event": "join", "channel": 1})
     records[-1]["core"]["bad"] = "text"  # only numbers make rows
-    records[-1]["read_delay_max_ms"] = 12.5  # the runtime's, beside the core's gauges
+    records[-1]["timer_late_max_ms"] = 12.5  # the runtime's, beside the core's gauges
     log.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     table = protocol_table([(log, "w", "r1", "receiver"), (tmp_path / "none", "w", "s", "sender")],
                            t0=10.0, seconds=5)
@@ -74,8 +74,8 @@ def test_protocol_table_holds_each_cores_last_gauges_per_second(tmp_path):
     assert [round(v, 3) for v in artt["value"]] == [0.0, 0.1, 0.2, 0.3, 0.3]
     assert set(table["node"]) == {"r1"} and set(table["role"]) == {"receiver"}
     assert "bad" not in set(table["name"])
-    delay = table[table["name"] == "read_delay_max_ms"]
-    assert list(delay["t"]) == [4, 5] and set(delay["value"]) == {12.5}  # from 13.5 s
+    late = table[table["name"] == "timer_late_max_ms"]
+    assert list(late["t"]) == [4, 5] and set(late["value"]) == {12.5}  # from 13.5 s
 
 
 def test_latest_interval_ends_follow_each_test(tmp_path):
