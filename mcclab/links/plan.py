@@ -91,15 +91,19 @@ def plan_directions(topo: Topology) -> list[Direction]:
 
 
 def userspace_placement(topo: Topology, plan: AddressPlan, d: Direction) -> Placement:
-    """Userspace: at the receiving node's ingress, or the sender's egress towards a LAN.
+    """Userspace: at a router's egress, else at the receiving node's ingress, or at the
+    sender's egress towards a LAN.
 
-    Queueing at the sender's egress charges held packets to the sending socket
-    (TCP small queues, SO_SNDBUF), which throttles local senders; at the
-    receiver's PREROUTING nothing owns the packet. A LAN (a bridge in the root
-    namespace) has no netfilter hook of its own, so node->LAN directions can
-    only be emulated at the node's egress.
+    A host's egress would charge held packets to the sending socket (TCP small
+    queues, SO_SNDBUF) and throttle local senders, so a host's directions are
+    emulated where they arrive. A router only forwards, so its directions are
+    emulated as they leave it: a host then receives each packet only after the
+    emulator released it, and the kernel's receive timestamp (taken as a packet
+    enters a namespace, before PREROUTING) is the arrival after the link's delay,
+    not before it. A LAN (a bridge in the root namespace) has no netfilter hook
+    of its own, so node->LAN directions can only be emulated at the node's egress.
     """
-    if topo.kind_of(d.dst) == "lan":
+    if topo.kind_of(d.dst) == "lan" or topo.kind_of(d.src) == "router":
         return Placement(d.src, plan.iface_towards(d.src, d.dst).name, "egress")
     return Placement(d.dst, plan.iface_towards(d.dst, d.src).name, "ingress")
 

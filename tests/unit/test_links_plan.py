@@ -82,13 +82,16 @@ def test_a_queue_without_rate_is_ignored_with_a_warning():
                for w in warnings(t, "userspace"))
 
 
-def test_userspace_emulates_at_the_receivers_ingress():
+def test_userspace_emulates_at_a_routers_egress_else_at_the_receivers_ingress():
+    # r -> d leaves a router: emulated there, so d's kernel sees (and timestamps) each
+    # packet only after its delay; d -> r comes from a host: at r's ingress, so no
+    # held packet is charged to a socket on d.
     t = path_topo(**SHAPED)
     plan = plan_addresses(t)
     fwd, rev = plan_directions(t)
     w = userspace_placement(t, plan, fwd)
-    assert (w.node, w.iface, w.hook, w.netns) == ("d", plan.iface_towards("d", "r").name,
-                                                  "ingress", "mcl-d")
+    assert (w.node, w.iface, w.hook, w.netns) == ("r", plan.iface_towards("r", "d").name,
+                                                  "egress", "mcl-r")
     w = userspace_placement(t, plan, rev)
     assert (w.node, w.iface, w.hook) == ("r", plan.iface_towards("r", "d").name, "ingress")
 

@@ -20,9 +20,10 @@ RED = {"limit": "40pkt", "discipline": "red",
        "red": {"min_th": "5pkt", "max_th": "15pkt", "max_p": "10%"}}
 
 
-def path_topo(**link):
+def path_topo(middle="router", **link):
+    """s - r - d, r a router (or, with ``middle``, a host), the r - d link given."""
     return resolve_topology({
-        "name": "p", "nodes": {"s": {"kind": "host"}, "r": {"kind": "router"},
+        "name": "p", "nodes": {"s": {"kind": "host"}, "r": {"kind": middle},
                                "d": {"kind": "host"}},
         "links": [{"endpoints": ["s", "r"]}, {"endpoints": ["r", "d"], **link}]})
 
@@ -55,17 +56,27 @@ def test_no_rate_means_rate_0_and_no_queue_and_ge_is_survival_based():
     assert "ge_p=0.01 ge_r=0.3 ge_h=0.2 ge_k=0.999" in line
 
 
-def test_one_config_per_receiving_node_and_rules_at_its_ingress():
+def test_a_router_emulates_what_leaves_it_and_what_a_host_sends_it():
     t = path_topo(rate="10Mbit", delay="5ms")
     (fwd, w_fwd), (rev, w_rev) = placed(t)
-    assert (w_fwd.node, w_rev.node) == ("d", "r")
-    text = userspace.node_config("d", [(fwd, w_fwd)])
-    assert text.splitlines()[-1].startswith("queue=2 name=l1:r-d ")
+    assert (w_fwd.node, w_fwd.hook, w_rev.node, w_rev.hook) == ("r", "egress", "r", "ingress")
+    text = userspace.node_config("r", [(fwd, w_fwd), (rev, w_rev)])
+    assert text.splitlines()[2].startswith("queue=2 name=l1:r-d ")
     assert str(userspace.rule_cmd(fwd, w_fwd)) == (
-        f"[mcl-d] iptables -w -t mangle -A PREROUTING -i {w_fwd.iface} "
+        f"[mcl-r] iptables -w -t mangle -A POSTROUTING -o {w_fwd.iface} "
         "-j NFQUEUE --queue-num 2")
+    assert str(userspace.rule_cmd(rev, w_rev)) == (
+        f"[mcl-r] iptables -w -t mangle -A PREROUTING -i {w_rev.iface} "
+        "-j NFQUEUE --queue-num 3")
     # fail closed: never --queue-bypass
     assert "--queue-bypass" not in str(userspace.rule_cmd(rev, w_rev))
+
+
+def test_between_hosts_each_direction_is_emulated_at_its_receivers_ingress():
+    (fwd, w_fwd), (rev, w_rev) = placed(path_topo(middle="host", rate="10Mbit"))
+    assert (w_fwd.node, w_fwd.hook, w_rev.node, w_rev.hook) == ("d", "ingress", "r", "ingress")
+    assert str(userspace.rule_cmd(fwd, w_fwd)).startswith(
+        f"[mcl-d] iptables -w -t mangle -A PREROUTING -i {w_fwd.iface} ")
 
 
 def test_lan_egress_rule_uses_postrouting():
@@ -108,14 +119,14 @@ def test_stats_become_one_record_per_direction():
               "kernel_queue_total": 3, "kernel_dropped": 0, "kernel_user_dropped": 2,
               "enobufs": 1, "nl_errors": 0}}}
     (rec,) = userspace.parse_stats(data, pairs)
-    assert (rec.link, rec.src, rec.dst, rec.node, rec.hook) == (1, "r", "d", "d", "ingress")
+    assert (rec.link, rec.src, rec.dst, rec.node, rec.hook) == (1, "r", "d", "r", "egress")
     assert (rec.pkts_in, rec.pkts_sent, rec.drops_queue, rec.drops_loss) == (100, 90, 6, 1)
     assert (rec.qlen_pkts, rec.max_qlen, rec.in_flight, rec.errors) == (2, 40, 3, 2)
     assert rec.pkts_in == rec.pkts_sent + rec.drops_queue + rec.drops_loss + rec.in_flight
 
 
 def _fake_emulation(tmp_path: Path, proc: TrackedProcess) -> UserspaceEmulation:
-    t = path_topo(rate="1Mbit")
+    t = path_topo(middle="host", rate="1Mbit")
     emu = UserspaceEmulation(t, plan_addresses(t), LabState(lab_id="unit"), Runner(dry_run=True),
                              binary=BINARY)
     log = tmp_path / "linkemu-d.log"
@@ -168,7 +179,8 @@ def test_apply_restarts_only_changed_emulators_and_keeps_unchanged_rules(tmp_pat
     monkeypatch.setattr(emulation, "spawn", fake)
     monkeypatch.setattr(UserspaceEmulation, "_wait_ready", lambda self, emu: None)
     monkeypatch.setattr(emulation, "kill_group", lambda proc: None)
-    t = path_topo(rate="10Mbit", delay="5ms")
+    # Between hosts, so that the two directions have an emulator each (d's and r's).
+    t = path_topo(middle="host", rate="10Mbit", delay="5ms")
     state = LabState(lab_id="unit")
     monkeypatch.setattr(LabState, "path", property(lambda self: tmp_path))
     monkeypatch.setattr(LabState, "save", lambda self: None)
@@ -184,14 +196,15 @@ def test_apply_restarts_only_changed_emulators_and_keeps_unchanged_rules(tmp_pat
         # Only r -> d changes (loss on the forward direction): d restarts, r does not,
         # and no rule is touched.
         runner.history.clear()
-        emu.apply(path_topo(rate="10Mbit", delay="5ms", forward={"loss": "1%"}))
+        emu.apply(path_topo(middle="host", rate="10Mbit", delay="5ms", forward={"loss": "1%"}))
         assert fake.started[2:] == ["linkemu d"]
         assert not any("iptables" in c.argv for c in runner.history)
 
         # The reverse direction stops being emulated: its rule goes, r's emulator ends,
         # d's (same forward parameters) keeps running.
         runner.history.clear()
-        emu.apply(path_topo(forward={"rate": "10Mbit", "delay": "5ms", "loss": "1%"}))
+        emu.apply(path_topo(middle="host",
+                            forward={"rate": "10Mbit", "delay": "5ms", "loss": "1%"}))
         deleted = [str(c) for c in runner.history if "-D" in c.argv]
         assert len(deleted) == 1 and "[mcl-r]" in deleted[0] and "--queue-num 3" in deleted[0]
         assert set(emu.emulators) == {"d"} and fake.started[3:] == []
