@@ -1,7 +1,7 @@
 """ORMCC end to end across real FRR routers: CR elected, rate follows, CIs suppressed.
 
 experiments/ormcc-smoke.yaml: src -> h1..h4 on tree2, a 1 Mbit/s bottleneck
-r0 -> r2 in front of h3 and h4, shared with one TCP Reno flow to h3. About 40 s
+r0 -> r2 in front of h3 and h4, shared with one TCP Reno flow to h3. About 70 s
 of run plus lab bring-up. Evidence comes from the cores' gauges
 (tables/protocol.csv), the per-second table and the summary.
 """
