@@ -77,8 +77,8 @@ class AgentStats:
     send_errors: int = 0
     feedback_tx: int = 0
     feedback_rx: int = 0
-    # How late the agent's latest-running timer fired this interval (None: no timer
-    # fired): a stalled agent process, which reads its sockets late too.
+    # The worst lateness of the agent's timers this interval (None: no timer fired):
+    # a stalled agent process, which reads its sockets late too.
     timer_late_max: float | None = None
     _last: Totals = field(default_factory=Totals)
     _last_sent: Totals = field(default_factory=Totals)

@@ -28,12 +28,30 @@ def test_arrival_from_a_timestamp_record():
     assert kernel_arrival(record, 100.0, 1_700_000_100.0) == 99.0
 
 
+def wait(rx: socket.socket, tx: socket.socket, seconds: float) -> float:
+    """Send a datagram, let it wait ``seconds`` in ``rx``, and return how long the kernel's
+    stamp says it waited."""
+    tx.sendto(b"probe", rx.getsockname())
+    time.sleep(seconds)
+    data, ancillary, _, _ = rx.recvmsg(64, 64)
+    arrival = kernel_arrival(ancillary, time.monotonic(), time.time())
+    assert data == b"probe" and arrival is not None
+    return time.monotonic() - arrival
+
+
 def test_kernel_stamps_a_datagram_that_waited_in_the_socket():
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         rx.bind(("127.0.0.1", 0))
+        # The kernel stamps datagrams on arrival only once its global timestamp switch
+        # is on, which the option turns on from a work queue, a moment later (until
+        # then a datagram is stamped when read: a CI run of 24 Nov 2026 saw 0.04 ms for
+        # 50 ms). Poll until a short wait shows up in the stamp.
+        deadline = time.monotonic() + 2.0
+        while wait(rx, tx, 0.01) < 0.009:
+            assert time.monotonic() < deadline, "the kernel never stamped on arrival"
         tx.sendto(b"probe", rx.getsockname())
         time.sleep(0.05)  # the agent is busy elsewhere
         data, ancillary, _, _ = rx.recvmsg(64, 64)
