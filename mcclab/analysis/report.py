@@ -18,6 +18,8 @@ from typing import Any
 from mcclab.analysis import metrics
 from mcclab.analysis.figures import write_figures
 from mcclab.analysis.results import Run, load_run
+from mcclab.analysis.stalls import allowed, warning_for
+from mcclab.analysis.stalls import describe as describe_stalls
 from mcclab.analysis.summary import (
     Summary,
     format_criterion,
@@ -36,7 +38,8 @@ h2 { font-size: 19px; margin: 32px 0 8px; border-bottom: 1px solid #e5e5e5; padd
 .banner { padding: 12px 16px; border-radius: 6px; margin: 16px 0; font-weight: 600; }
 .banner.interrupted, .banner.running { background: #fff4e5; border: 1px solid #f0a040;
                                        color: #8a4b00; }
-.banner.failed { background: #fdecea; border: 1px solid #e57373; color: #a31515; }
+.banner.failed, .banner.overloaded { background: #fdecea; border: 1px solid #e57373;
+                                     color: #a31515; }
 .banner .detail { font-weight: 400; display: block; margin-top: 4px; }
 table { border-collapse: collapse; width: 100%; margin: 8px 0; font-size: 14px; }
 th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid #eee; vertical-align: top; }
@@ -104,6 +107,34 @@ def _banner(run: Run) -> str:
     error = f"<span class='detail'>Error: {_e(info.error)}</span>" if info.error else ""
     return (f"<div class='banner {info.status}' role='alert'>{what}."
             f"<span class='detail'>{_e(detail)}</span>{error}</div>")
+
+
+def _stalls_banner(summary: Summary) -> str:
+    """The banner of a run whose agents did not get the CPU ('' when they did)."""
+    stalls = summary.agent_stalls
+    if stalls is None or not stalls.overloaded:
+        return ""
+    return (f"<div class='banner overloaded' role='alert'>The agents stalled: the results "
+            f"below are not the protocol's.<span class='detail'>{_e(describe_stalls(stalls))}"
+            f"</span></div>")
+
+
+def _agent_stalls(summary: Summary) -> str:
+    """A table of each agent's stalled seconds in the window, or why there is none."""
+    stalls = summary.agent_stalls
+    if stalls is None:
+        return "<p>Not recorded (no tables/agents.csv).</p>"
+    rows = "".join(
+        f"<tr><td>{_e(a.flow)}</td><td>{_e(a.role)}</td><td>{_e(a.node)}</td>"
+        f"<td class='num'>{a.stalled} of {a.seconds}</td>"
+        f"<td class='num'>{'–' if a.worst_late_ms is None else f'{a.worst_late_ms:.1f}'}</td>"
+        f"<td>{'over the limit' if a.stalled > allowed(a.seconds) else 'ok'}</td></tr>"
+        for a in stalls.agents)
+    return (f"<p class='why'>A second is stalled when the agent's timers ran "
+            f"{stalls.late_ms:g} ms or more late in it, or it wrote no record for over "
+            f"{stalls.silent_s:g} s.</p><table><tr><th>flow</th><th>role</th><th>node</th>"
+            f"<th class='num'>stalled seconds</th><th class='num'>latest timer (ms)</th>"
+            f"<th></th></tr>{rows}</table>")
 
 
 def _window(run: Run) -> str:
@@ -243,6 +274,7 @@ def render(run: Run, summary: Summary, figures: list[Path],
 <p class="sub">run <strong>{_e(info.run_id)}</strong> · profile {_e(info.profile or '–')} ·
 <span class="status-{_e(info.status)}">{_e(info.status)}</span></p>
 {_banner(run)}
+{_stalls_banner(summary)}
 <p>{_e(spec.description)}</p>
 <p><strong>Paper:</strong> {_e(spec.reference or '–')}</p>
 {f'<ul class="notes">{notes}</ul>' if notes else ''}
@@ -254,6 +286,8 @@ def render(run: Run, summary: Summary, figures: list[Path],
 {_flows(run)}
 <h2>Run</h2>
 {_run_details(run)}
+<h3>Did the agents get the CPU?</h3>
+{_agent_stalls(summary)}
 <h2>Environment</h2>
 {_definitions(_flatten(run.env)) if run.env else '<p>Not recorded.</p>'}
 </main></body></html>
@@ -319,5 +353,8 @@ def report_command(runs: list[Path]) -> None:
         # soft_wrap: a path broken over two lines cannot be copied or clicked
         console.print(f"[{colour}]{status}[/{colour}] {counts}: {page}", highlight=False,
                       soft_wrap=True)
+        overloaded = warning_for(page.parent / "summary.json")
+        if overloaded:
+            err.print(f"[red]warning:[/red] {overloaded}", highlight=False, soft_wrap=True)
     if bad:
         raise typer.Exit(2)

@@ -1,7 +1,8 @@
 """Reading one run's results folder: the only input of the analysis (Pantheon's rule).
 
 A folder ``results/<experiment>/<run-id>/`` holds ``run.json``, ``spec.yaml``,
-``env.json``, ``tables/per_second.csv`` and optionally ``tables/links.csv``
+``env.json``, ``tables/per_second.csv`` and optionally ``tables/links.csv``,
+``tables/protocol.csv`` and ``tables/agents.csv``
 (the contract is in ``docs/results.md``). Only ``run.json`` is required: a run
 that failed early may have nothing else, and its report must still say so.
 A file that exists but breaks the contract is an error naming the file and
@@ -34,10 +35,11 @@ PER_SECOND_COLUMNS = ["t", "flow", "kind", "node", "throughput_bps", "packets", 
 LINK_COLUMNS = ["t", "link", "src", "dst", "pkts_out", "bytes_out",
                 "drops_queue", "drops_loss", "qlen_pkts"]
 PROTOCOL_COLUMNS = ["t", "flow", "node", "role", "name", "value"]
-_TEXT_COLUMNS = {"flow", "kind", "node", "link", "src", "dst", "role", "name"}
+AGENT_COLUMNS = ["t", "flow", "node", "role", "event", "timer_late_max_ms"]
+_TEXT_COLUMNS = {"flow", "kind", "node", "link", "src", "dst", "role", "name", "event"}
 # Columns that may be empty in a row: no subscription level for TCP, no loss
 # count where the receiver cannot see sequence numbers.
-_OPTIONAL_NUMBERS = {"level", "lost", "value"}
+_OPTIONAL_NUMBERS = {"level", "lost", "value", "timer_late_max_ms"}
 
 
 class RunError(Exception):
@@ -128,6 +130,9 @@ class Run:
     protocol: pd.DataFrame = field(default_factory=lambda: read_table_empty(PROTOCOL_COLUMNS))
     """The protocol cores' gauges, one row per second, node and gauge
     (``tables/protocol.csv``; empty for runs without one)."""
+    agents: pd.DataFrame = field(default_factory=lambda: read_table_empty(AGENT_COLUMNS))
+    """The agents' schedule, start, stats records and stop (``tables/agents.csv``;
+    empty for runs without one): whether they got the CPU."""
 
     @property
     def window(self) -> Window:
@@ -280,7 +285,14 @@ def load_run(folder: Path | str) -> Run:
             protocol = read_table(protocol_path, PROTOCOL_COLUMNS)
         except RunError as exc:
             notes.append(f"tables/protocol.csv ignored: {exc}")
-    run = Run(folder, info, spec, env, per_second, links, notes, protocol)
+    agents = read_table_empty(AGENT_COLUMNS)
+    agents_path = folder / "tables" / "agents.csv"
+    if agents_path.is_file():
+        try:
+            agents = read_table(agents_path, AGENT_COLUMNS)
+        except RunError as exc:
+            notes.append(f"tables/agents.csv ignored: {exc}")
+    run = Run(folder, info, spec, env, per_second, links, notes, protocol, agents)
     start, end = run.window
     if end <= start:
         notes.append(f"the measurement window is empty: the run stopped at "

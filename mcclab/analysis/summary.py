@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 from mcclab.analysis import metrics, plugins
 from mcclab.analysis.results import Run, Status
+from mcclab.analysis.stalls import Stalls, assess
 from mcclab.experiment.quantities import (
     Fairness,
     Loss,
@@ -81,6 +82,8 @@ class Summary(BaseModel):
     status: Status
     window: tuple[float, float]
     quantities: list[Quantity]
+    agent_stalls: Stalls | None = Field(
+        None, description="whether the machine kept up with the agents (null: no agents table)")
 
     def counts(self) -> dict[str, int]:
         """How many quantities pass, fail, are n/a, or could not be computed (error)."""
@@ -207,6 +210,7 @@ def summarise(run: Run) -> Summary:
     return Summary(
         experiment=run.info.experiment, run_id=run.info.run_id, status=run.info.status,
         window=(start, end), quantities=[evaluate(ref, run) for ref in run.spec.references],
+        agent_stalls=assess(run.agents, (start, end)),
     )
 
 

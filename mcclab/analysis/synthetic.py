@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from mcclab.analysis.results import LINK_COLUMNS, PER_SECOND_COLUMNS
+from mcclab.analysis.results import AGENT_COLUMNS, LINK_COLUMNS, PER_SECOND_COLUMNS
 
 
 def rows(flow: str, kind: str, node: str, bps: float | Iterable[float], seconds: Iterable[int],
@@ -32,6 +32,21 @@ def rows(flow: str, kind: str, node: str, bps: float | Iterable[float], seconds:
     return out
 
 
+def agent_rows(flow: str, node: str, role: str, records: Iterable[tuple[float, float]], *,
+               planned_start: float = 0.0, planned_stop: float | None = None) -> list[dict]:
+    """``agents.csv`` rows of one agent: its schedule, its start (a second before its first
+    record) and its (time, timer lateness ms) stats records."""
+    records = list(records)
+    who = {"flow": flow, "node": node, "role": role}
+    out = [{"t": planned_start, **who, "event": "planned_start", "timer_late_max_ms": None}]
+    if planned_stop is not None:
+        out.append({"t": planned_stop, **who, "event": "planned_stop", "timer_late_max_ms": None})
+    if records:
+        out.append({"t": records[0][0] - 1.0, **who, "event": "start", "timer_late_max_ms": None})
+    return out + [{"t": t, **who, "event": "stats", "timer_late_max_ms": late}
+                  for t, late in records]
+
+
 def write_run(
     folder: Path,
     per_second: list[dict] | None,
@@ -44,6 +59,7 @@ def write_run(
     elapsed_s: float | None = None,
     error: str | None = None,
     links: list[dict] | None = None,
+    agents: list[dict] | None = None,
     env: dict[str, Any] | None = None,
     spec: dict[str, Any] | None = None,
     scaling: str = "",
@@ -80,6 +96,8 @@ def write_run(
             tables / "per_second.csv", index=False)
     if links is not None:
         pd.DataFrame(links, columns=LINK_COLUMNS).to_csv(tables / "links.csv", index=False)
+    if agents is not None:
+        pd.DataFrame(agents, columns=AGENT_COLUMNS).to_csv(tables / "agents.csv", index=False)
     (folder / "logs").mkdir(exist_ok=True)
     return folder
 

@@ -397,6 +397,11 @@ def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
               if launch.role in ("sender", "receiver")]
     tables.protocol_table(agents, st.t0, seconds).to_csv(
         st.run_dir / "tables" / "protocol.csv", index=False)
+    timing = [tables.AgentLaunch(Path(launch.log), launch.flow, launch.node, launch.role,
+                                 launch.start, launch.stop)
+              for launch in lp.launches if launch.role in ("sender", "receiver")]
+    tables.agent_timing_table(timing, st.t0).to_csv(st.run_dir / "tables" / "agents.csv",
+                                                    index=False)
     if st.link_rows:
         import pandas as pd
 

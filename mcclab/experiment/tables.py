@@ -17,6 +17,7 @@ import pandas as pd
 
 COLUMNS = ["t", "flow", "kind", "node", "throughput_bps", "packets", "lost", "level"]
 PROTOCOL_COLUMNS = ["t", "flow", "node", "role", "name", "value"]
+AGENT_COLUMNS = ["t", "flow", "node", "role", "event", "timer_late_max_ms"]
 
 _INTERVAL = re.compile(
     r"^\[\s*\d+\]\s+(?P<a>[\d.]+)-(?P<b>[\d.]+)\s+sec\s+(?P<xfer>[\d.]+)\s+(?P<xu>\w?)Bytes\s+"
@@ -125,6 +126,45 @@ def protocol_table(logs: list[tuple[Path, str, str, str]], t0: float, seconds: i
                     rows.append({"t": k, "flow": flow, "node": node, "role": role,
                                  "name": name, "value": value})
     return pd.DataFrame(rows, columns=PROTOCOL_COLUMNS)
+
+
+@dataclass(frozen=True)
+class AgentLaunch:
+    """One agent process as the runner planned it: its log and its schedule (run seconds)."""
+
+    log: Path
+    flow: str
+    node: str
+    role: str
+    start: float
+    stop: float | None = None
+
+
+def agent_timing_table(agents: list[AgentLaunch], t0: float) -> pd.DataFrame:
+    """One row per agent event that shows whether the agent got the CPU (``agents.csv``).
+
+    Rows: the planned start (and stop, if any) from the schedule; the agent's own
+    ``start`` event; each ``stats`` record with its ``timer_late_max_ms``; its
+    ``stop``. ``t`` is in seconds since the experiment started (the agents log
+    the shared monotonic clock), so a late start, a gap between records and a
+    late timer all show on the run's time axis.
+    """
+    rows: list[dict] = []
+    for agent in agents:
+        who = {"flow": agent.flow, "node": agent.node, "role": agent.role}
+        rows.append({"t": agent.start, **who, "event": "planned_start",
+                     "timer_late_max_ms": None})
+        if agent.stop is not None:
+            rows.append({"t": agent.stop, **who, "event": "planned_stop",
+                         "timer_late_max_ms": None})
+        for rec in event_records(agent.log):
+            if rec.get("event") not in ("start", "stats", "stop") or not isinstance(
+                    rec.get("t"), int | float):
+                continue
+            late = rec.get("timer_late_max_ms") if rec["event"] == "stats" else None
+            rows.append({"t": round(rec["t"] - t0, 6), **who, "event": rec["event"],
+                         "timer_late_max_ms": late})
+    return pd.DataFrame(rows, columns=AGENT_COLUMNS)
 
 
 def _with_timer_lateness(record: dict) -> dict:

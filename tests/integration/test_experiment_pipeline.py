@@ -50,7 +50,7 @@ def test_default_experiment_short_version(tmp_path):
     assert env["kernel"] and env["git_sha"] and env["link_backend"] in ("kernel", "userspace")
     assert env["packages"]["frr"] and env["packages"]["iperf3"]
     for name in ("spec.yaml", "topology.yaml", "tables/per_second.csv", "tables/protocol.csv",
-                 "summary.json", "report.html", "figures/throughput.png",
+                 "tables/agents.csv", "summary.json", "report.html", "figures/throughput.png",
                  "figures/throughput.svg"):
         assert (run / name).is_file(), name
     log = run / "logs" / "webrc-receiver-d1.jsonl"
@@ -103,6 +103,12 @@ def test_default_experiment_short_version(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     labels = {q["label"] for q in summary["quantities"]}
     assert {"WEBRC share of the total", "bottleneck utilisation"} <= labels
+    # Both agents' seconds were judged from tables/agents.csv: the window's 35 (after
+    # the 5-s warm-up) for the sender, 34 for the receiver planned at 3 s (its first
+    # 3 s are start-up allowance); each began within that allowance.
+    judged = {a["node"]: a for a in summary["agent_stalls"]["agents"]}
+    assert {n: a["seconds"] for n, a in judged.items()} == {"s1": 35, "d1": 34}, judged
+    assert all(0 < a["start_delay_s"] < 3.0 for a in judged.values()), judged
     # Only this lab's namespaces: another engineer's lab may take the machine-wide
     # lock the moment ours is torn down.
     ours = {f"mcl-{n}" for n in ("rl", "rr", "s1", "s2", "d1", "d2")}

@@ -149,7 +149,9 @@ def test_summary_json_is_the_contract(tmp_path):
     ])
     path = write_summary(load_run(folder))
     data = json.loads(path.read_text())
-    assert set(data) == {"experiment", "run_id", "status", "window", "quantities"}
+    assert set(data) == {"experiment", "run_id", "status", "window", "quantities",
+                         "agent_stalls"}
+    assert data["agent_stalls"] is None  # this run has no tables/agents.csv
     assert (data["experiment"], data["run_id"], data["status"]) == ("exp", "run1", "complete")
     assert data["window"] == [10.0, 60.0]
     keys = {"label", "kind", "source", "paper", "measured", "unit", "tolerance", "within",
