@@ -9,7 +9,8 @@ holds ``i``, integers and ``+ - * / // ( )``. Independently, a list item
 
 References follow: an item of a reference's ``flows``/``of_flows`` (or a
 measure's ``args.flows``) equal to a template name (``tcp{i}``) stands for
-all its replicas, and range items (``tcp{1..4}``) expand there too.
+all its replicas, and range items (``tcp{1..4}``) expand there too; so do the
+items of every list of names in a figure's ``args`` (``panels[0].tcp``).
 
 This runs on the raw data after the profile and ``--set`` overrides and
 before validation, so ``--set flows.tcp{i}.count=8`` (the template's name as
@@ -153,6 +154,7 @@ def expand_flows(data: dict[str, Any], path: Path | str) -> dict[str, list[str]]
         raise SpecError(path, problems)
     data["flows"] = out
     _references(data, replicas, path)
+    _figures(data, replicas, path)
     return replicas
 
 
@@ -186,3 +188,27 @@ def _references(data: dict[str, Any], replicas: dict[str, list[str]], path: Path
                 ref["args"] = {**args, "flows": _names(args["flows"], replicas)}
         except ValueError as exc:
             raise SpecError(path, [(f"references[{k}]", str(exc))]) from None
+
+
+def _lists_in(value: Any, replicas: dict[str, list[str]]) -> Any:
+    """Nested data with every list of names expanded (template names and ranges)."""
+    if isinstance(value, dict):
+        return {k: _lists_in(v, replicas) for k, v in value.items()}
+    if isinstance(value, list):
+        if all(isinstance(item, str) for item in value):
+            return _names(value, replicas)
+        return [_lists_in(item, replicas) for item in value]
+    return value
+
+
+def _figures(data: dict[str, Any], replicas: dict[str, list[str]], path: Path | str) -> None:
+    """Expand template names and ranges in every list of names in the figures' args."""
+    figures = data.get("figures")
+    if not isinstance(figures, list):
+        return
+    for k, fig in enumerate(figures):
+        if isinstance(fig, dict) and isinstance(fig.get("args"), dict):
+            try:
+                fig["args"] = _lists_in(fig["args"], replicas)
+            except ValueError as exc:
+                raise SpecError(path, [(f"figures[{k}]", str(exc))]) from None

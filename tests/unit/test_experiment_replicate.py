@@ -53,6 +53,21 @@ def test_expand_flows_substitutes_every_string_and_keeps_others():
     assert data["references"][2]["args"]["flows"] == ["m1", "m2"]
 
 
+def test_figure_args_name_the_replicas_in_every_list():
+    data = {"flows": [{"name": "t{i}", "count": 2, "type": "tcp"}, {"name": "u", "type": "tcp"}],
+            "figures": [{"figure": "x.panels", "args": {
+                "flow": "t{i}", "nodes": ["h{1..2}", "r"], "bound": 1.8,
+                "panels": [{"tcp": ["t{i}"], "title": "(a)"}, {"tcp": ["u", "t{1..1}"]}]}}]}
+    expand_flows(data, "x.yaml")
+    assert data["figures"][0]["args"] == {
+        "flow": "t{i}", "nodes": ["h1", "h2", "r"], "bound": 1.8,  # a single name is kept
+        "panels": [{"tcp": ["t1", "t2"], "title": "(a)"}, {"tcp": ["u", "t1"]}]}
+    bad = {"flows": [], "figures": [{"figure": "x", "args": {"tcp": ["t{2..1}"]}}]}
+    with pytest.raises(SpecError) as info:
+        expand_flows(bad, "x.yaml")
+    assert info.value.problems[0][0] == "figures[0]"
+
+
 def test_count_one_and_bad_counts():
     data = {"flows": [{"name": "t{i}", "count": 1, "type": "tcp"}]}
     expand_flows(data, "x.yaml")
