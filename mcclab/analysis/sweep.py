@@ -23,7 +23,8 @@ from mcclab.analysis.summary import Summary, summarise
 from mcclab.experiment.quantities import FigureRef
 from mcclab.model.loader import SpecError, field_path
 
-CSV_COLUMNS = ["run", "status", "label", "kind", "unit", "paper", "measured", "verdict"]
+CSV_COLUMNS = ["run", "status", "overloaded", "label", "kind", "unit", "paper", "measured",
+               "verdict"]
 
 
 class SweepRunRecord(BaseModel):
@@ -91,14 +92,17 @@ class Sweep:
         """One row per run and reference quantity (``sweep.csv``).
 
         Columns: one per swept key (its value for the run), then ``run``,
-        ``status``, ``label``, ``kind``, ``unit``, ``paper``, ``measured``,
-        ``verdict``. A run without quantities (it failed early, or its folder
-        is unreadable) has one row with the quantity columns empty.
+        ``status``, ``overloaded`` (``agent_stalls``; empty when unknown), ``label``,
+        ``kind``, ``unit``, ``paper``, ``measured``, ``verdict``. A run without
+        quantities (it failed early, or its folder is unreadable) has one row with
+        the quantity columns empty.
         """
         rows = []
         for point in self.points:
             values = {key: table_cell(point.record.set.get(key)) for key in self.keys}
-            base = {**values, "run": point.name, "status": point.record.status}
+            stalls = point.summary.agent_stalls if point.summary is not None else None
+            base = {**values, "run": point.name, "status": point.record.status,
+                    "overloaded": None if stalls is None else stalls.overloaded}
             quantities = point.summary.quantities if point.summary is not None else []
             for q in quantities:
                 rows.append({**base, "label": q.label, "kind": q.kind, "unit": q.unit,

@@ -54,6 +54,14 @@ def _cell(q: Quantity | None) -> str:
     return f"<td class='num'{title}>{_e(value)} {_verdict(q.verdict)}</td>"
 
 
+def _overloaded(point: SweepPoint) -> str:
+    """A warning under a run's status when its agents stalled ('' otherwise)."""
+    stalls = point.summary.agent_stalls if point.summary is not None else None
+    if stalls is None or not stalls.overloaded:
+        return ""
+    return "<div class='v-fail'>overloaded: the agents stalled (see its report)</div>"
+
+
 def _table(sweep: Sweep) -> str:
     """One row per run: the swept values, the run, its status, and each quantity."""
     if not sweep.points:
@@ -73,7 +81,7 @@ def _table(sweep: Sweep) -> str:
         cells += (f"<td>{_run_link(sweep, point)}</td>"
                   f"<td class='status-{_e(point.record.status)}'>{_e(point.record.status)}"
                   + (f"<div class='why'>{_e(point.record.error)}</div>"
-                     if point.record.error else "") + "</td>")
+                     if point.record.error else "") + _overloaded(point) + "</td>")
         cells += "".join(_cell(by_label.get(label)) for label in labels)
         rows.append(f"<tr>{cells}</tr>")
     return (f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

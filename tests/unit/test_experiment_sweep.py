@@ -11,7 +11,7 @@ import yaml
 
 from mcclab.analysis.report import report_command
 from mcclab.analysis.sweep import load_sweep
-from mcclab.analysis.synthetic import rows, write_run
+from mcclab.analysis.synthetic import agent_rows, rows, write_run
 from mcclab.experiment.loader import resolve
 from mcclab.experiment.runner import RunOptions, new_run_dir
 from mcclab.experiment.spec import SweepSpec
@@ -66,8 +66,12 @@ class FakeRunner:
         seconds = range(1, int(exp.duration) + 1)
         data = rows("cbr", "multicast", "d1", parse_rate(exp.flows[0].params["rate"]), seconds)
         status = "interrupted" if k == self.stop_at else "complete"
+        # The receiver starts on time at the lower rates and 5 s late at 400 kbit/s,
+        # which the sweep must show as an overloaded run.
+        late = 5.0 if exp.flows[0].params["rate"] == "400kbit" else 0.0
+        agents = agent_rows("cbr", "d1", "receiver", [(t + late + 0.05, 1.0) for t in seconds])
         write_run(folder, data, spec=exp.model_dump(mode="json"), duration_s=exp.duration,
-                  warmup_s=exp.warmup, status=status, profile=res.profile)
+                  warmup_s=exp.warmup, status=status, profile=res.profile, agents=agents)
         (folder / "report.html").write_text("<!DOCTYPE html><title>run</title>")
         return folder
 
@@ -134,9 +138,11 @@ def test_sweep_writes_folder_csv_figures_and_report(tmp_path, spec):
     assert all(r["status"] == "complete" for r in record["runs"])
     assert all((folder / r["dir"] / "run.json").is_file() for r in record["runs"])
     table = pd.read_csv(folder / "sweep.csv")
-    assert list(table.columns) == ["flows.cbr.params.rate", "duration", "run", "status", "label",
-                                   "kind", "unit", "paper", "measured", "verdict"]
+    assert list(table.columns) == ["flows.cbr.params.rate", "duration", "run", "status",
+                                   "overloaded", "label", "kind", "unit", "paper", "measured",
+                                   "verdict"]
     assert len(table) == 6
+    assert list(table["overloaded"]) == [False] * 4 + [True] * 2
     # CBR gets its configured rate; paper 150 kbit/s ±40 % passes 100 and 200 only
     assert list(table["measured"]) == [1e5, 1e5, 2e5, 2e5, 4e5, 4e5]
     assert list(table["verdict"]) == ["pass"] * 4 + ["fail"] * 2
@@ -144,6 +150,7 @@ def test_sweep_writes_folder_csv_figures_and_report(tmp_path, spec):
     page = (folder / "report.html").read_text()
     assert "sw: sweep rate" in page and "CBR rate against run length" in page
     assert page.count("<tr>") == 7 and "<script" not in page and "<svg" in page
+    assert page.count("overloaded: the agents stalled") == 2
     # each run links to its own report (the fake runner writes a placeholder page)
     for run in record["runs"]:
         assert f"href='{run['dir']}/report.html'" in page
