@@ -12,6 +12,7 @@ with :class:`agents.sim.SimPort` in simulated time.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any
 
@@ -53,6 +54,7 @@ class Agent:
         self._timers: dict[str, TimerHandle] = {}
         self._tick: TimerHandle | None = None
         self._next_tick = 0.0
+        self._seen = -math.inf  # the latest time the core has been given
         self.running = False
 
     # lifecycle
@@ -66,6 +68,7 @@ class Agent:
                        protocol=self.spec.name, flow=self.session.flow)
         self._next_tick = now + STATS_INTERVAL
         self._tick = self.clock.call_at(self._next_tick, self._on_tick)
+        self._seen = now
         self._apply(self.core.start(now), now)
         self.log.flush()
 
@@ -94,17 +97,24 @@ class Agent:
         self.log.flush()
 
     # events from the environment
-    def deliver(self, data: bytes, channel: int) -> None:
-        """A datagram arrived on ``channel``'s group and port."""
+    def deliver(self, data: bytes, channel: int, arrival: float | None = None) -> None:
+        """A datagram arrived on ``channel``'s group and port, at ``arrival`` on this clock
+        when the transport knows (the kernel's timestamp).
+
+        The core sees the arrival time, so a stalled agent neither stretches a round trip
+        measured to a packet (WEBRC's MRTT) nor moves a packet into a later interval; never
+        a time before an event it has already seen, so its clock does not run back.
+        """
         if not self.running:
             return
         now = self.clock.now()
+        at = now if arrival is None else min(max(arrival, self._seen), now)
         header = self.parser.parse(data, channel)
         if isinstance(header, Drop):
             self.stats.on_drop(header)
             self.metrics.malformed[header].inc()
             return
-        self._received(now, header, len(data))
+        self._received(at, now, header, len(data))
 
     def deliver_feedback(self, data: bytes, peer: str, arrival: float | None = None) -> None:
         """A unicast feedback datagram arrived from ``peer`` (``ADDR:PORT`` or a node name),
@@ -120,18 +130,21 @@ class Agent:
             return
         self.stats.feedback_rx += 1
         self.metrics.feedback_received.inc()
+        self._seen = now
         self._apply(self.core.on_feedback_at(now, arrival, body, peer), now)
 
-    def _received(self, now: float, header: Header, size: int) -> None:
+    def _received(self, at: float, now: float, header: Header, size: int) -> None:
+        """A parsed datagram that arrived at ``at`` and is handled at ``now``."""
         chan = self.stats.channels.get(header.channel)
         if chan is None or chan.base is None:
             joined = self.joined.get(header.channel)
             self.log.write(now, "first_packet", channel=header.channel, seq=header.seq,
-                           after_join=None if joined is None else round(now - joined, 6))
+                           after_join=None if joined is None else round(at - joined, 6))
         self.stats.on_packet(header.channel, header.seq, size)
         self.metrics.packets_received.inc()
         self.metrics.bytes_received.inc(size)
-        self._apply(self.core.on_packet(now, header, size, self.groups[header.channel]), now)
+        self._seen = at
+        self._apply(self.core.on_packet(at, header, size, self.groups[header.channel]), now)
 
     def _on_timer(self, timer_id: str) -> None:
         handle = self._timers.pop(timer_id, None)
@@ -139,6 +152,7 @@ class Agent:
             now = self.clock.now()
             if handle is not None:
                 self.stats.on_timer_late(max(0.0, now - handle.when))
+            self._seen = now
             self._apply(self.core.on_timer(now, timer_id), now)
 
     def _on_tick(self) -> None:

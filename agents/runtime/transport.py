@@ -19,8 +19,9 @@ from agents.runtime.loop import EventLoop
 from agents.runtime.membership import close_member, open_member
 from agents.runtime.session import Session
 
-Deliver = Callable[[bytes, int], None]  # (datagram, channel it arrived on)
-# (datagram, peer "ADDR:PORT", arrival: the kernel's receive time on the loop's clock)
+# (datagram, channel it arrived on, arrival: the kernel's receive time on the loop's clock)
+Deliver = Callable[[bytes, int, float | None], None]
+# (datagram, peer "ADDR:PORT", arrival as for Deliver)
 DeliverFeedback = Callable[[bytes, str, float | None], None]
 BATCH = 256  # datagrams read per readiness event and socket, so one socket cannot starve
 # Linux SO_TIMESTAMPNS (= SCM_TIMESTAMPNS; Python's socket module does not name it): the
@@ -35,7 +36,8 @@ def kernel_arrival(ancillary: list[tuple[int, int, bytes]], loop_now: float,
     holds an ``SCM_TIMESTAMPNS`` record, read when the loop's clock said ``loop_now`` and
     the wall clock ``real_now``; None without one. The wall clock only measures how long
     the datagram waited in the host (a step of the wall clock in between is clamped to
-    no wait), so feedback round trips exclude the agent's own scheduling delay."""
+    no wait), so round trips and per-interval counts exclude the agent's own scheduling
+    delay."""
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
             sec, nsec = _TIMESPEC.unpack_from(data)
@@ -166,6 +168,7 @@ class UdpTransport:
             return
         chan = self.session.channels[channel]
         sock = open_member(str(chan.group), chan.port, self._source(), self.address)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.members[channel] = sock
         self.loop.add_reader(sock, lambda: self._readable(channel, sock))
 
@@ -182,10 +185,10 @@ class UdpTransport:
             if self.members.get(channel) is not sock:  # left while the event was pending
                 return
             try:
-                data = sock.recv(65536)
+                data, ancillary, _, _ = sock.recvmsg(65536, 64)
             except (BlockingIOError, InterruptedError):
                 return
-            self.deliver(data, channel)
+            self.deliver(data, channel, kernel_arrival(ancillary, self.loop.now(), time.time()))
 
     def close(self) -> None:
         for channel in list(self.members):

@@ -15,7 +15,7 @@ from agents.runtime.actions import CancelTimer, Join, Leave, Log, Metric, Send, 
 from agents.runtime.agent import Agent
 from agents.runtime.core import ReceiverCore, SenderCore
 from agents.runtime.eventlog import EventLog
-from agents.runtime.header import StructExtension
+from agents.runtime.header import Header, StructExtension, encode
 from agents.runtime.loop import EventLoop
 from agents.runtime.metrics import AgentMetrics
 from agents.runtime.registry import ProtocolSpec, register, unregister
@@ -217,6 +217,25 @@ def test_stats_record_how_late_the_agents_timers_fired(toy):
              if '"stats"' in line]
     assert 40.0 <= stats[0]["timer_late_max_ms"] < 500.0, stats[0]
     assert "timer_late_max_ms" not in stats[1]  # the record at stop: no timer since the tick
+
+
+def test_a_datagram_read_late_reaches_the_core_at_its_arrival_time(toy):
+    # In a lab the transport passes the kernel's receive time of each datagram: the core
+    # sees that time, never one before an event it has already seen (the "leave" timer at
+    # 1.0 s here), and the first-packet log measures from the join to the arrival.
+    sim = Simulation(toy)
+    agent = sim.add("r", "receiver").agent
+
+    def packet(seq):
+        return encode(Header(250, 3, 0, seq, 0, 0, ToyExt(0, seq)), toy.spec.extension, 300)
+
+    reads = [(1.040, 0.980), (1.050, 1.045), (1.060, None)]  # (read at, arrived at)
+    for seq, (read, arrival) in enumerate(reads):
+        sim.loop.call_at(read, lambda s=seq, a=arrival: agent.deliver(packet(s), 0, a))
+    sim.run(2.5)
+    assert [round(now, 6) for now, *_ in agent.core.seen] == [1.0, 1.045, 1.06]
+    (first,) = [r for r in sim.nodes["r"].records("first_packet")]
+    assert first["after_join"] == pytest.approx(1.0)  # joined at 0, arrival clamped to 1.0
 
 
 def test_simulated_timers_are_never_late(toy):
