@@ -270,34 +270,32 @@ def load_run(folder: Path | str) -> Run:
     else:
         notes.append("tables/per_second.csv is missing: no measurements")
         per_second = read_table_empty(PER_SECOND_COLUMNS)
-    links_path = folder / "tables" / "links.csv"
-    links = None
-    if links_path.is_file():
-        # Optional, and only drawn: a bad links table costs its figure, not the report.
-        try:
-            links = read_table(links_path, LINK_COLUMNS)
-        except RunError as exc:
-            notes.append(f"tables/links.csv ignored: {exc}")
-    protocol = read_table_empty(PROTOCOL_COLUMNS)
-    protocol_path = folder / "tables" / "protocol.csv"
-    if protocol_path.is_file():
-        try:
-            protocol = read_table(protocol_path, PROTOCOL_COLUMNS)
-        except RunError as exc:
-            notes.append(f"tables/protocol.csv ignored: {exc}")
-    agents = read_table_empty(AGENT_COLUMNS)
-    agents_path = folder / "tables" / "agents.csv"
-    if agents_path.is_file():
-        try:
-            agents = read_table(agents_path, AGENT_COLUMNS)
-        except RunError as exc:
-            notes.append(f"tables/agents.csv ignored: {exc}")
-    run = Run(folder, info, spec, env, per_second, links, notes, protocol, agents)
+    # Optional tables: a bad one costs what it feeds (a figure, gauges, the stall
+    # check), not the report.
+    links = _optional_table(folder, "links.csv", LINK_COLUMNS, notes)
+    protocol = _optional_table(folder, "protocol.csv", PROTOCOL_COLUMNS, notes)
+    agents = _optional_table(folder, "agents.csv", AGENT_COLUMNS, notes)
+    run = Run(folder, info, spec, env, per_second, links, notes,
+              read_table_empty(PROTOCOL_COLUMNS) if protocol is None else protocol,
+              read_table_empty(AGENT_COLUMNS) if agents is None else agents)
     start, end = run.window
     if end <= start:
         notes.append(f"the measurement window is empty: the run stopped at "
                      f"{_fmt_s(end)} s, before the warm-up ended at {_fmt_s(start)} s")
     return run
+
+
+def _optional_table(folder: Path, name: str, columns: list[str],
+                    notes: list[str]) -> pd.DataFrame | None:
+    """``tables/<name>`` when it exists and keeps the contract; None, with a note if bad."""
+    path = folder / "tables" / name
+    if not path.is_file():
+        return None
+    try:
+        return read_table(path, columns)
+    except RunError as exc:
+        notes.append(f"tables/{name} ignored: {exc}")
+        return None
 
 
 def read_table_empty(columns: list[str]) -> pd.DataFrame:

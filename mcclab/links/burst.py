@@ -3,11 +3,14 @@
 Runs inside a node's namespace as a plain script (no mcclab import, so it
 starts fast). Every datagram carries its sequence number and its send time,
 so the receiver knows exactly which packets were lost and each one's one-way
-delay. Both ends use CLOCK_REALTIME, which every namespace shares. The UDP
-receiver takes its own time after recv(): the kernel's receive timestamp is
-set when the packet enters the node, before an emulator at that node's
-ingress has held it. The pinger can use kernel timestamps, as nothing holds
-the replies after they reach it.
+delay. Both ends use CLOCK_REALTIME, which every namespace shares. Both the
+UDP receiver and the pinger take the kernel's receive timestamp (the read
+time when there is none), so a receiver descheduled for a moment does not
+lengthen the delays it records. The stamp is set when a packet enters the
+node: right for the fidelity and bench paths (s - r - d, where the emulator
+of r - d runs at r's egress, or the kernel's qdisc at its egress), but early
+behind an emulator at the receiving node's own ingress (a link between two
+hosts), which these paths do not have.
 
     burst.py recv --bind ADDR --port P --out FILE [--idle S] [--max-wait S]
     burst.py send --to ADDR --port P --count N --size BYTES [--pps R]
@@ -56,6 +59,9 @@ def receive(args: argparse.Namespace) -> None:
     """Record (seq, sent, received) for every datagram until the sender goes quiet."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    # The kernel's arrival time, so a receiver descheduled while the first packets
+    # arrive does not lengthen their delays (they set the base of every queue estimate).
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind((args.bind, args.port))
     with open(args.out + ".ready", "w") as fh:
         fh.write(str(os.getpid()))
@@ -63,10 +69,10 @@ def receive(args: argparse.Namespace) -> None:
     sock.settimeout(args.max_wait)
     while True:
         try:
-            data = sock.recv(65535)
+            data, anc, _, _ = sock.recvmsg(65535, socket.CMSG_SPACE(TIMESPEC.size))
         except TimeoutError:
             break
-        now = time.time_ns()
+        now = kernel_time_ns(anc, time.time_ns())
         s, t = HEADER.unpack_from(data)
         seq.append(s)
         sent.append(t)
