@@ -19,7 +19,7 @@ second is **stalled** when
 
 The run is **overloaded** when some agent is stalled in more than
 ``max(1, SHARE * its counted seconds)`` seconds. The thresholds are far from
-what a working run shows here (timers 0.5-5 ms late at most, a record every
+what a working run shows here (timers at most 5-15 ms late, a record every
 1.0 s) and well below the protocols' own time scales (WEBRC's 0.5 s epoch,
 RTTs of 30-200 ms).
 """
