@@ -62,11 +62,6 @@ class Stalls(BaseModel):
     silent_s: float = SILENT_S
     agents: list[AgentStalls]
 
-    def worst(self) -> AgentStalls | None:
-        """The agent with the most stalled seconds (None without agents)."""
-        return max(self.agents, key=lambda a: (a.stalled, a.worst_late_ms or 0.0),
-                   default=None)
-
 
 def allowed(seconds: int) -> int:
     """How many stalled seconds an agent may have before the run counts as overloaded."""
@@ -80,8 +75,8 @@ def _agent(rows: pd.DataFrame, window: Window) -> AgentStalls:
         times = rows.loc[rows["event"] == event, "t"]
         return float(times.min()) if len(times) else None
 
-    planned = first("planned_start")
-    begin = (planned if planned is not None else 0.0) + GRACE_S
+    planned = first("planned_start") or 0.0
+    begin = planned + GRACE_S
     stop = first("planned_stop")
     stats = rows[rows["event"] == "stats"].sort_values("t")
     times = stats["t"].to_list()
@@ -98,14 +93,14 @@ def _agent(rows: pd.DataFrame, window: Window) -> AgentStalls:
         if in_second:
             worst = max([worst or 0.0, *in_second])
         before = [t for t in times if t <= k]
-        silent = k - (before[-1] if before else begin - GRACE_S) > SILENT_S
+        silent = k - (before[-1] if before else planned) > SILENT_S
         if silent or any(x >= LATE_MS for x in in_second):
             stalled += 1
     began = first("start")
     return AgentStalls(flow=str(rows["flow"].iloc[0]), node=str(rows["node"].iloc[0]),
                        role=str(rows["role"].iloc[0]), seconds=counted, stalled=stalled,
                        worst_late_ms=worst,
-                       start_delay_s=None if began is None else round(began - (planned or 0.0), 3))
+                       start_delay_s=None if began is None else round(began - planned, 3))
 
 
 def assess(agents: pd.DataFrame, window: Window) -> Stalls | None:
