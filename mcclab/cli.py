@@ -198,7 +198,7 @@ def run(
     wait: float = typer.Option(0.0, help="seconds to wait for another lab (queued in order)"),
 ) -> None:
     """Run an experiment and write results/<experiment>/<run-id>/ with data, figures, report."""
-    from mcclab.analysis.stalls import warning_for
+    from mcclab.analysis.stalls import warning_in
     from mcclab.experiment.loader import resolve
     from mcclab.experiment.runner import RunOptions, execute
     from mcclab.lab import PreflightError
@@ -232,7 +232,7 @@ def run(
     report = run_dir / "report.html"
     if report.exists():
         console.print(f"report: {report}")
-    overloaded = warning_for(run_dir / "summary.json")
+    overloaded = warning_in(run_dir / "summary.json")
     if overloaded:
         err.print(f"[red]warning:[/red] {overloaded}", highlight=False)
     if record["status"] != "complete":

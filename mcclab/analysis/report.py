@@ -353,7 +353,7 @@ def report_command(runs: list[Path]) -> None:
         # soft_wrap: a path broken over two lines cannot be copied or clicked
         console.print(f"[{colour}]{status}[/{colour}] {counts}: {page}", highlight=False,
                       soft_wrap=True)
-        overloaded = warning_for(page.parent / "summary.json")
+        overloaded = warning_for(summary)
         if overloaded:
             err.print(f"[red]warning:[/red] {overloaded}", highlight=False, soft_wrap=True)
     if bad:

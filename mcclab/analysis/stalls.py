@@ -26,9 +26,11 @@ RTTs of 30-200 ms).
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, Field
@@ -88,12 +90,11 @@ def _agent(rows: pd.DataFrame, window: Window) -> AgentStalls:
         if k - 1 < begin or (stop is not None and k > stop):
             continue
         counted += 1
-        in_second = [x for t, x in zip(times, late, strict=True)
-                     if k - 1 < t <= k and isinstance(x, float) and not math.isnan(x)]
+        lo, hi = bisect.bisect_right(times, k - 1), bisect.bisect_right(times, k)
+        in_second = [x for x in late[lo:hi] if isinstance(x, float) and not math.isnan(x)]
         if in_second:
             worst = max([worst or 0.0, *in_second])
-        before = [t for t in times if t <= k]
-        silent = k - (before[-1] if before else planned) > SILENT_S
+        silent = k - (times[hi - 1] if hi else planned) > SILENT_S
         if silent or any(x >= LATE_MS for x in in_second):
             stalled += 1
     began = first("start")
@@ -131,13 +132,18 @@ def describe(stalls: Stalls) -> str:
             f"flows, or on more cores.")
 
 
-def warning_for(summary_path: Path) -> str | None:
-    """The overload sentence of a written ``summary.json``, or None (kept up, or unknown)."""
-    try:
-        data = json.loads(summary_path.read_text()).get("agent_stalls")
-    except (OSError, ValueError):
-        return None
+def warning_for(summary: dict[str, Any]) -> str | None:
+    """The overload sentence of a ``summary.json``'s content, or None (kept up, or unknown)."""
+    data = summary.get("agent_stalls")
     if not data:
         return None
     stalls = Stalls.model_validate(data)
     return describe(stalls) if stalls.overloaded else None
+
+
+def warning_in(summary_path: Path) -> str | None:
+    """As :func:`warning_for`, from a written ``summary.json`` (None if it is unreadable)."""
+    try:
+        return warning_for(json.loads(summary_path.read_text()))
+    except (OSError, ValueError):
+        return None
