@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from mcclab.links.plan import needs_emulation
 from mcclab.model.addressing import plan_addresses
 from mcclab.model.loader import SpecError, load_topology
 from mcclab.model.topology import Link, LinkParams, Topology
@@ -369,9 +370,22 @@ def test_stair_fig12_heterogeneous_bottlenecks():
         assert neck in [lk for lk, _ in route(t, "tsrc", f"t{i}")]
         assert neck.rate / 11 == pytest.approx(share * MBIT)
         assert rtt(t, "src", f"s{i}") == pytest.approx(0.032)
+        assert rtt(t, "tsrc", f"t{i}") == pytest.approx(0.032)
+        assert _stair_red_ok(neck.direction(True)), neck.endpoints
     shared = link_between(t, "a", "b")
     assert shared.rate > sum(link_between(t, "b", f"c{i}").rate for i in fair)
-    assert all(_stair_red_ok(lk.direction(True)) for lk in t.links)
+
+
+def test_stair_fig12_tcp_crosses_one_emulated_link():
+    """Userspace links cost CPU per packet: each TCP path holds the bottleneck alone."""
+    t = topo("stair-fig12")
+    emulated = {frozenset(lk.endpoints) for lk in t.links if needs_emulation(lk.direction(True))}
+    necks = {frozenset(("b", f"c{i}")) for i in range(1, 7)}
+    assert emulated == necks | {frozenset(("a", "b"))}  # A - B for its counters (Fig. 14)
+    for i in range(1, 7):
+        for a, b in (("tsrc", f"t{i}"), (f"t{i}", "tsrc")):
+            crossed = [lk for lk, fwd in route(t, a, b) if needs_emulation(lk.direction(fwd))]
+            assert [frozenset(lk.endpoints) for lk in crossed] == [frozenset(("b", f"c{i}"))]
 
 
 # ------------------------------------------------------- test topologies
