@@ -13,9 +13,17 @@ last-member query), the router above it (one PIM prune) and so on up to the send
 router. The kernel cache is what forwards, so a removal there is when the link stops
 carrying the group.
 
+``carried`` uses the same CSV to tell how much of the session each link carried over
+the run's window: per group, the bytes the sender sent (its per-channel counters)
+while the router forwarded that group to the link's far end. For a link with one
+receiver below, it prints that receiver's own rate (received + lost) beside it: the
+difference is what the routers' join and leave latency put on the link.
+
     python -m bench.stair_leave_latency watch --topology topologies/stair-fig12.yaml \\
         --out /tmp/mfc.csv
     python -m bench.stair_leave_latency analyze --topology topologies/stair-fig12.yaml \\
+        --mroutes /tmp/mfc.csv --run results/stair-fig13/<run>
+    python -m bench.stair_leave_latency carried --topology topologies/stair-fig12.yaml \\
         --mroutes /tmp/mfc.csv --run results/stair-fig13/<run>
 """
 
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import os
 import socket
@@ -146,6 +155,56 @@ def summarize(delays: list[tuple[Removal, float]], hop: dict[str, str]) -> dict[
     return out
 
 
+Sends = list[tuple[float, float, dict[str, int]]]  # (t0, t1, bytes per group)
+Changes = list[tuple[float, frozenset[str]]]  # (t, outgoing peers from then on)
+
+
+def channel_sends(stats: list[dict], groups: list[str]) -> Sends:
+    """Bytes sent per group between consecutive sender ``stats`` records (their
+    ``sent_channels`` counters are cumulative; channel i is ``groups[i]``)."""
+    cum = [(r["t"], {groups[int(k)]: v["bytes"] for k, v in r["sent_channels"].items()})
+           for r in stats]
+    return [(t0, t1, {g: b - before.get(g, 0) for g, b in after.items()})
+            for (t0, before), (t1, after) in itertools.pairwise(cum)]
+
+
+def forwarding(rows: list[dict]) -> dict[tuple[str, str], Changes]:
+    """(router, group) -> its outgoing peers over time, from the watch CSV rows."""
+    out: dict[tuple[str, str], Changes] = {}
+    for row in sorted(rows, key=lambda r: float(r["t"])):
+        peers = frozenset(filter(None, row["oifs"].split("+")))
+        out.setdefault((row["router"], row["group"]), []).append((float(row["t"]), peers))
+    return out
+
+
+def on_fraction(changes: Changes, peer: str, t0: float, t1: float) -> float:
+    """Share of [t0, t1] during which ``peer`` was among the outgoing peers."""
+    state, cur, on = frozenset(), t0, 0.0
+    for t, peers in changes:
+        if t <= t0:
+            state = peers
+            continue
+        if t >= t1:
+            break
+        on += (t - cur) if peer in state else 0.0
+        state, cur = peers, t
+    on += (t1 - cur) if peer in state else 0.0
+    return on / (t1 - t0)
+
+
+def carried_bytes(sends: Sends, fwd: dict[tuple[str, str], Changes],
+                  router: str, peer: str, lo: float, hi: float) -> float:
+    """Bytes of the session ``router`` sent to ``peer`` in the sender's intervals within
+    [lo, hi] (each interval's bytes of a group, times the share it was forwarded)."""
+    total = 0.0
+    for t0, t1, per_group in sends:
+        if t0 < lo or t1 > hi:
+            continue
+        for group, sent in per_group.items():
+            total += sent * on_fraction(fwd.get((router, group), []), peer, t0, t1)
+    return total
+
+
 # --- runner side ---------------------------------------------------------------------------
 
 def _watch_router(router: str, peers: dict[str, str], period: float, stop: threading.Event,
@@ -232,8 +291,47 @@ def analyze(topo: Topology, mroutes: Path, run: Path, flow: str) -> dict[str, di
     return summarize(leave_delays(removed, leaves, below), hop)
 
 
+def carried(topo: Topology, mroutes: Path, run: Path, flow: str) -> dict[str, dict]:
+    """Per link into a receiver's access router: the session's rate on it over the run's
+    window, the receiver's own (received + lost) and their ratio."""
+    with mroutes.open() as fh:
+        fwd = forwarding(list(csv.DictReader(fh)))
+    (log,) = (run / "logs").glob(f"{flow}-sender-*.jsonl")
+    sender = log.stem.removeprefix(f"{flow}-sender-")
+    with log.open() as fh:
+        recs = [json.loads(line) for line in fh]
+    start = next(r for r in recs if r.get("event") == "start")
+    groups = [c["group"] for c in start["session"]["channels"]]
+    stats = [r for r in recs if r.get("event") == "stats"]
+    size = stats[-1]["total_tx_bytes"] / stats[-1]["total_tx_packets"]
+    with (run / "tables" / "agents.csv").open() as fh:
+        own = next(r for r in csv.DictReader(fh)
+                   if r["node"] == sender and r["role"] == "sender" and r["event"] == "start")
+    t0 = start["t"] - float(own["t"])  # the run's time zero on the agents' clock
+    lo, hi = json.loads((run / "summary.json").read_text())["window"]
+    own_rate: dict[str, float] = {}
+    with (run / "tables" / "per_second.csv").open() as fh:
+        for r in csv.DictReader(fh):
+            if r["flow"] == flow and lo < float(r["t"]) <= hi:
+                own_rate[r["node"]] = own_rate.get(r["node"], 0.0) + (
+                    int(r["packets"]) + int(r["lost"])) * size * 8 / (hi - lo)
+    sends = channel_sends(stats, groups)
+    hosts = set(topo.names("host"))
+    out = {}
+    for router, peer in sorted({(r, p) for (r, _), ch in fwd.items() for _, ps in ch for p in ps}):
+        below = downstream(topo, router, peer, sorted(own_rate))
+        if peer in hosts or len(below) != 1:
+            continue
+        rate = carried_bytes(sends, fwd, router, peer, t0 + lo, t0 + hi) * 8 / (hi - lo)
+        mine = own_rate[below[0]]
+        out[f"{router}->{peer}"] = {"receiver": below[0], "carried_mbps": round(rate / 1e6, 3),
+                                    "receiver_mbps": round(mine / 1e6, 3),
+                                    "ratio": round(rate / mine, 3) if mine else None}
+    return out
+
+
 def main() -> None:
-    """CLI: watch or analyze."""
+    """CLI: watch, analyze or carried."""
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -247,10 +345,17 @@ def main() -> None:
     a.add_argument("--mroutes", required=True)
     a.add_argument("--run", required=True)
     a.add_argument("--flow", default="stair")
+    c = sub.add_parser("carried")
+    c.add_argument("--topology", required=True)
+    c.add_argument("--mroutes", required=True)
+    c.add_argument("--run", required=True)
+    c.add_argument("--flow", default="stair")
     args = ap.parse_args()
     topo = load_topology(args.topology)
     if args.cmd == "watch":
         watch(topo, Path(args.out), args.period, args.wait)
+    elif args.cmd == "carried":
+        print(json.dumps(carried(topo, Path(args.mroutes), Path(args.run), args.flow), indent=1))
     else:
         print(json.dumps(analyze(topo, Path(args.mroutes), Path(args.run), args.flow), indent=1))
 

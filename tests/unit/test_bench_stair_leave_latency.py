@@ -7,8 +7,12 @@ import pytest
 
 from bench.stair_leave_latency import (
     Removal,
+    carried_bytes,
+    channel_sends,
     downstream,
+    forwarding,
     leave_delays,
+    on_fraction,
     parse_oifs,
     parse_vif_names,
     removals,
@@ -63,3 +67,35 @@ def test_leave_delays_use_the_last_leave_below():
     table = summarize(got, {"a": "top", "c1": "access"})
     assert table["top"]["median_ms"] == pytest.approx(200.0)
     assert table["access"]["n"] == 1
+
+
+def _stats(t: float, **sent: int) -> dict:
+    """A sender stats record with cumulative per-channel byte counters."""
+    return {"t": t, "sent_channels": {k.removeprefix("c"): {"bytes": v} for k, v in sent.items()}}
+
+
+def test_channel_sends_are_differences_of_the_cumulative_counters():
+    stats = [_stats(0.0, c0=100, c1=0), _stats(1.0, c0=300, c1=50), _stats(2.0, c0=400, c1=50)]
+    assert channel_sends(stats, ["g", "h"]) == [(0.0, 1.0, {"g": 200, "h": 50}),
+                                                (1.0, 2.0, {"g": 100, "h": 0})]
+
+
+def test_on_fraction_follows_the_changes_and_the_state_before_the_window():
+    changes = [(0.5, frozenset({"c1"})), (1.25, frozenset({"c1", "c2"})), (1.75, frozenset())]
+    assert on_fraction(changes, "c1", 1.0, 2.0) == pytest.approx(0.75)  # on since 0.5
+    assert on_fraction(changes, "c2", 1.0, 2.0) == pytest.approx(0.5)
+    assert on_fraction(changes, "c3", 1.0, 2.0) == 0.0
+    assert on_fraction(changes, "c1", 3.0, 4.0) == 0.0  # removed before the window
+    assert on_fraction([], "c1", 0.0, 1.0) == 0.0
+
+
+def test_carried_bytes_weights_each_interval_by_the_forwarding_share():
+    rows = [{"t": "0.0", "router": "b", "source": "s", "group": "g", "oifs": "c1"},
+            {"t": "1.5", "router": "b", "source": "s", "group": "g", "oifs": ""},
+            {"t": "0.0", "router": "b", "source": "s", "group": "h", "oifs": "c2"}]
+    sends = [(0.0, 1.0, {"g": 100, "h": 40}), (1.0, 2.0, {"g": 100, "h": 40}),
+             (2.0, 3.0, {"g": 100, "h": 40})]
+    fwd = forwarding(rows)
+    assert carried_bytes(sends, fwd, "b", "c1", 0.0, 3.0) == pytest.approx(150.0)
+    assert carried_bytes(sends, fwd, "b", "c2", 0.0, 3.0) == pytest.approx(120.0)
+    assert carried_bytes(sends, fwd, "b", "c2", 1.0, 2.0) == pytest.approx(40.0)  # window
