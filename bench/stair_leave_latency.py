@@ -43,6 +43,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcclab.analysis.results import load_run
+from mcclab.experiment.tables import event_records
 from mcclab.model.addressing import plan_addresses
 from mcclab.model.loader import load_topology
 from mcclab.model.topology import Topology
@@ -296,29 +298,27 @@ def carried(topo: Topology, mroutes: Path, run: Path, flow: str) -> dict[str, di
     window, the receiver's own (received + lost) and their ratio."""
     with mroutes.open() as fh:
         fwd = forwarding(list(csv.DictReader(fh)))
+    res = load_run(run)
     (log,) = (run / "logs").glob(f"{flow}-sender-*.jsonl")
     sender = log.stem.removeprefix(f"{flow}-sender-")
-    with log.open() as fh:
-        recs = [json.loads(line) for line in fh]
+    recs = event_records(log)
     start = next(r for r in recs if r.get("event") == "start")
     groups = [c["group"] for c in start["session"]["channels"]]
     stats = [r for r in recs if r.get("event") == "stats"]
     size = stats[-1]["total_tx_bytes"] / stats[-1]["total_tx_packets"]
-    with (run / "tables" / "agents.csv").open() as fh:
-        own = next(r for r in csv.DictReader(fh)
-                   if r["node"] == sender and r["role"] == "sender" and r["event"] == "start")
-    t0 = start["t"] - float(own["t"])  # the run's time zero on the agents' clock
-    lo, hi = json.loads((run / "summary.json").read_text())["window"]
-    own_rate: dict[str, float] = {}
-    with (run / "tables" / "per_second.csv").open() as fh:
-        for r in csv.DictReader(fh):
-            if r["flow"] == flow and lo < float(r["t"]) <= hi:
-                own_rate[r["node"]] = own_rate.get(r["node"], 0.0) + (
-                    int(r["packets"]) + int(r["lost"])) * size * 8 / (hi - lo)
+    agents = res.agents
+    own = agents[(agents["node"] == sender) & (agents["role"] == "sender")
+                 & (agents["event"] == "start")]
+    t0 = start["t"] - float(own["t"].iloc[0])  # the run's time zero on the agents' clock
+    lo, hi = res.window
+    sec = res.per_second
+    sec = sec[(sec["flow"] == flow) & (sec["t"] > lo) & (sec["t"] <= hi)]
+    own_rate = ((sec["packets"] + sec["lost"]).groupby(sec["node"]).sum()
+                * size * 8 / (hi - lo)).to_dict()
     sends = channel_sends(stats, groups)
     hosts = set(topo.names("host"))
     out = {}
-    for router, peer in sorted({(r, p) for (r, _), ch in fwd.items() for _, ps in ch for p in ps}):
+    for router, peer in sorted({(r, p) for (r, _), ch in fwd.items() for _, on in ch for p in on}):
         below = downstream(topo, router, peer, sorted(own_rate))
         if peer in hosts or len(below) != 1:
             continue
