@@ -12,7 +12,7 @@ PROFILE    ?= quick
 PYTEST_ARGS ?=
 
 .PHONY: help setup experiment test test-unit lint schema clean linkemu dashboards bench-links \
-	vm-check
+	bench-agent-start vm-check
 
 help:
 	@echo "make setup       install everything (Ansible playbook, idempotent)"
@@ -54,6 +54,11 @@ test-unit: $(MCCLAB)
 # shorter run.
 bench-links: $(MCCLAB) linkemu
 	$(SUDO) $(PY) bench/bench_links.py $(BENCH_ARGS)
+
+# How long agents take to start, exec'd or forked from the fork server (~1 min,
+# prints a table; docs/agents.md). BENCH_ARGS="--counts 8 24 48 72" for other sizes.
+bench-agent-start: $(MCCLAB)
+	$(SUDO) $(PY) bench/agent_start.py $(BENCH_ARGS)
 
 # The Vagrant user path in a real Debian 12 VM (QEMU TCG), not part of `make test`:
 # builds/caches the image under /var/cache/mcclab-vm, provisions it with

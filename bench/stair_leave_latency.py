@@ -33,7 +33,6 @@ import argparse
 import csv
 import itertools
 import json
-import os
 import socket
 import statistics
 import struct
@@ -48,8 +47,8 @@ from mcclab.experiment.tables import event_records
 from mcclab.model.addressing import plan_addresses
 from mcclab.model.loader import load_topology
 from mcclab.model.topology import Topology
-from mcclab.monitoring.netns import CLONE_NEWNET, NETNS_DIR, _libc
 from mcclab.net.node_config import netns_name
+from mcclab.net.setns import NETNS_DIR, enter_netns
 
 Entry = tuple[str, str]  # (source, group)
 
@@ -212,12 +211,10 @@ def carried_bytes(sends: Sends, fwd: dict[tuple[str, str], Changes],
 def _watch_router(router: str, peers: dict[str, str], period: float, stop: threading.Event,
                   sink: list[dict], lock: threading.Lock) -> None:
     """Poll one router's cache from a thread that lives in its namespace."""
-    fd = os.open(NETNS_DIR / netns_name(router), os.O_RDONLY)
     try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            return
-    finally:
-        os.close(fd)
+        enter_netns(NETNS_DIR / netns_name(router))
+    except OSError:
+        return
     cache, vifs = Path("/proc/thread-self/net/ip_mr_cache"), Path("/proc/thread-self/net/ip_mr_vif")
     state: dict[Entry, frozenset[int]] = {}
     names: dict[int, str] = {}

@@ -196,6 +196,8 @@ def run(
     set_: list[str] = typer.Option([], "--set", help="override a key, e.g. duration=20s"),
     results: Path = typer.Option(Path("results"), help="where run folders go"),
     wait: float = typer.Option(0.0, help="seconds to wait for another lab (queued in order)"),
+    fork: bool = typer.Option(True, help="start agents by forking one preloaded interpreter "
+                              "(--no-fork: a fresh interpreter each, as before 25 Nov 2026)"),
 ) -> None:
     """Run an experiment and write results/<experiment>/<run-id>/ with data, figures, report."""
     from mcclab.analysis.stalls import warning_in
@@ -222,7 +224,7 @@ def run(
         try:
             run_dir = execute(resolved, RunOptions(results=results.resolve(), progress=progress,
                                                    live=live, announce=console.print,
-                                                   lock_timeout=wait))
+                                                   lock_timeout=wait, fork=fork))
         except PreflightError as exc:
             err.print(f"[red]{exc}[/red]", highlight=False)
             raise typer.Exit(1) from None

@@ -8,10 +8,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mcclab.commands import Cmd
+from mcclab.net.setns import NETNS_DIR
 
 log = logging.getLogger(__name__)
-
-NETNS_DIR = Path("/run/netns")
 
 
 class CommandError(RuntimeError):

@@ -24,14 +24,20 @@ NETNS_PREFIX = "mcl-"
 ROOT_IFACE_PREFIX = "mcl"
 
 
-def proc_start_time(pid: int) -> int | None:
-    """The process start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+def _stat_after_name(pid: int) -> list[str] | None:
+    """Fields 3 onwards of /proc/PID/stat (state, ppid, ...), or None if there is no such pid."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name may contain spaces and parentheses; split after the last ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return stat.rsplit(")", 1)[1].split()
+
+
+def proc_start_time(pid: int) -> int | None:
+    """The process start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    fields = _stat_after_name(pid)
+    return None if fields is None else int(fields[19])
 
 
 @dataclass
@@ -46,8 +52,14 @@ class TrackedProcess:
     stop_signal: int = signal.SIGTERM
 
     def alive(self) -> bool:
-        """True while the same process (not a recycled pid) still exists."""
-        return proc_start_time(self.pid) == self.start_time
+        """True while the same process (not a recycled pid) still runs.
+
+        A zombie (exited, not yet reaped) is not alive: the runner's own children
+        are reaped by :func:`kill_groups`, but a tool forked by the fork server is
+        the server's child, and only the server can reap it.
+        """
+        fields = _stat_after_name(self.pid)
+        return fields is not None and int(fields[19]) == self.start_time and fields[0] != "Z"
 
 
 @dataclass

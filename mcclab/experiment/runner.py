@@ -31,9 +31,11 @@ from mcclab.experiment import tables
 from mcclab.experiment.launch import Launch, LaunchPlan, plan_launches
 from mcclab.experiment.loader import REPO, Resolved
 from mcclab.experiment.spec import MulticastFlow
+from mcclab.forkserver import ForkServer, forkable, preload
 from mcclab.lab import Lab, LabOptions
 from mcclab.monitoring import Monitoring, start_monitoring
 from mcclab.net.node_config import netns_name
+from mcclab.net.setns import NETNS_DIR
 from mcclab.probes.reach import wait_for
 from mcclab.processes import spawn
 from mcclab.state import TrackedProcess, kill_groups
@@ -59,6 +61,9 @@ class RunOptions:
     announce: Callable[[str], None] = lambda text: None
     readiness_timeout: float = 60.0
     lock_timeout: float = 0.0
+    # Fork agents and UDP on/off tools from one preloaded interpreter
+    # (mcclab.forkserver); False execs a fresh interpreter for each.
+    fork: bool = True
     # Called with the run's folder as soon as it exists, so a caller (a sweep)
     # knows where a run that then raises left its record.
     started: Callable[[Path], None] = lambda path: None
@@ -78,6 +83,7 @@ class RunState:
     link_rows: list[dict[str, Any]] = field(default_factory=list)
     iperf: dict[str, IperfWatch] = field(default_factory=dict)  # flow -> its server's log
     sinks: dict[str, tuple[TrackedProcess, Path]] = field(default_factory=dict)  # flow -> out
+    forks: ForkServer | None = None
 
 
 @dataclass
@@ -166,6 +172,7 @@ def _run_record(res: Resolved, st: RunState) -> dict[str, Any]:
         "spec_file": str(res.path),
         "iperf_test_starts_s": {flow: [round(t, 3) for t in watch.starts]
                                 for flow, watch in st.iperf.items()},
+        "python_tools_started_by": "fork server" if st.forks is not None else "exec",
     }
 
 
@@ -217,8 +224,12 @@ def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
     # and only a 'ready' line to stdout, which must not interleave with that log.
     out = Path(launch.log) if launch.role in ("server", "client") else Path(
         launch.log).with_suffix(".out")
-    proc = spawn(lab.state, Cmd(launch.argv, netns_name(launch.node)), out,
-                 f"flow {launch.flow} {launch.role} {launch.node}")
+    what = f"flow {launch.flow} {launch.role} {launch.node}"
+    if st.forks is not None and (target := forkable(launch.argv)) is not None:
+        proc = st.forks.spawn(lab.state, *target, NETNS_DIR / netns_name(launch.node), out,
+                              what)
+    else:
+        proc = spawn(lab.state, Cmd(launch.argv, netns_name(launch.node)), out, what)
     st.running[index] = proc
     if launch.role == "server":
         st.iperf[launch.flow] = IperfWatch(out)
@@ -277,6 +288,11 @@ def execute(res: Resolved, options: RunOptions) -> Path:
         for path, content in launch_plan.files.items():
             Path(path).write_text(content)
         lab.runner.run_all(launch_plan.setup)
+        tools = {target[0] for launch in launch_plan.launches
+                 if (target := forkable(launch.argv)) is not None}
+        if options.fork and tools:
+            st.forks = ForkServer.start(lab.state, preload(tools),
+                                        run_dir / "logs" / "forkserver.log")
         monitoring = start_monitoring(lab, run_dir, exp, launch_plan)
         options.announce(monitoring.announcement)
         _timeline(lab, exp.duration, launch_plan, st, options)
@@ -292,7 +308,7 @@ def execute(res: Resolved, options: RunOptions) -> Path:
             signal.signal(s, signal.SIG_IGN)
         try:
             if monitoring is not None:
-                monitoring.stop(run_dir)
+                monitoring.stop(run_dir, before_export=lambda: _stop_flows(st))
             _finish(lab, res, st, launch_plan)
         finally:
             for s, handler in old.items():
@@ -337,12 +353,20 @@ def _timeline(lab: Lab, duration: float, lp: LaunchPlan, st: RunState,
         time.sleep(min(0.05, max(0.0, next_second - now)))
 
 
-def _finish(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None) -> None:
-    """Stop flows, keep logs, tear down, write tables, record and report."""
+def _stop_flows(st: RunState) -> None:
+    """Stop every flow still running, then the fork server (a second call does nothing)."""
     # Signalled together: one grace period in all, not one per process (hundreds of
     # iperf3 clients in ormcc-table2). Agents write a last stats record on SIGTERM.
     kill_groups(list(st.running.values()), grace=3.0)
     st.running.clear()
+    if st.forks is not None:
+        # After its tools: it reaps them, so they must be gone before it is.
+        st.forks.close()
+
+
+def _finish(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None) -> None:
+    """Stop flows, keep logs, tear down, write tables, record and report."""
+    _stop_flows(st)
     run_dir = st.run_dir
     logs = run_dir / "logs"
     if lab.state.path.exists():

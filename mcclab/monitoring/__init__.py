@@ -33,6 +33,7 @@ import shutil
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,14 +104,20 @@ class Monitoring:
                                                    ended, refresh=None)
         return rec
 
-    def stop(self, run_dir: Path) -> None:
-        """Export the run's series into ``run_dir`` and stop what was started; never raises."""
+    def stop(self, run_dir: Path, before_export: Callable[[], None] = lambda: None) -> None:
+        """Export the run's series into ``run_dir`` and stop what was started; never raises.
+
+        ``before_export`` runs once the last scrape is in (the runner stops its flows
+        there, so a long export does not compete with them for the CPU).
+        """
         ended = time.time()
         try:
             if self.prometheus_url:
                 # One more scrape interval, so the last second of the run is stored.
                 time.sleep(1.2)
                 ended = time.time()
+            before_export()
+            if self.prometheus_url:
                 result = prom.raw_samples(self.prometheus_url, f'{{run="{self.run}"}}',
                                           self.started - 1, ended)
                 rows = export.rows_from_result(result)

@@ -8,21 +8,10 @@ namespace, i.e. the main thread's). The exporter's main thread never moves.
 
 from __future__ import annotations
 
-import ctypes
-import os
 import threading
 from pathlib import Path
 
-CLONE_NEWNET = 0x40000000
-NETNS_DIR = Path("/run/netns")
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _setns(fd: int) -> None:
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
+from mcclab.net.setns import NETNS_DIR, enter_netns
 
 
 def read_net_files(netns: str, names: list[str], netns_dir: Path = NETNS_DIR
@@ -33,12 +22,8 @@ def read_net_files(netns: str, names: list[str], netns_dir: Path = NETNS_DIR
 
     def work() -> None:
         try:
-            target = os.open(netns_dir / netns, os.O_RDONLY)
-            try:
-                # This thread is discarded afterwards, so it never has to switch back.
-                _setns(target)
-            finally:
-                os.close(target)
+            # This thread is discarded afterwards, so it never has to switch back.
+            enter_netns(netns_dir / netns)
             for name in names:
                 result[name] = Path(f"/proc/thread-self/net/{name}").read_text()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
