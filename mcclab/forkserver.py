@@ -14,7 +14,8 @@ line, then reads one JSON request per line on stdin::
 
 For each it forks a child that makes itself a session (and process group)
 leader, enters the node's network namespace, points stdin at /dev/null and
-stdout and stderr at ``log``, and only then reports back; the child then runs
+stdout and stderr at ``log``, takes the tool's command line as its process
+title (what ``ps`` shows), and only then reports back; the child then runs
 ``MODULE.main(args)`` and exits with its return value. The server answers
 ``{"pid": N}`` (or ``{"error": ...}``) once the child is set up, so the
 runner can end it by process group at once. The server reaps its children
@@ -33,6 +34,7 @@ import importlib
 import json
 import os
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -40,6 +42,8 @@ import traceback
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
+
+from setproctitle import setproctitle
 
 from agents.runtime.registry import BUILTIN_MODULES
 from mcclab.net.setns import enter_netns
@@ -101,6 +105,8 @@ def _child(request: dict[str, Any], ready_fd: int) -> NoReturn:
         os.close(null)
         os.close(log)
         module = importlib.import_module(request["module"])
+        # What `ps` and `top` show: the command line the launch would have exec'd.
+        setproctitle(shlex.join([sys.executable, "-m", request["module"], *request["args"]]))
     except BaseException as exc:  # noqa: BLE001 - reported to the server, which answers
         os.write(ready_fd, f"{type(exc).__name__}: {exc}".encode())
         os._exit(127)

@@ -57,6 +57,10 @@ def test_tools_run_in_the_node_and_are_reaped(node: Path, tmp_path: Path,
         assert os.stat(f"/proc/{sink.pid}/ns/net").st_ino == node.stat().st_ino
         assert os.stat(f"/proc/{sink.pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
         wait_for(lambda: "ready" in (tmp_path / "sink.out").read_text(), 10, "the sink")
+        # `ps` shows the tool's command line, not the server's.
+        title = Path(f"/proc/{sink.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        assert "-m mcclab.traffic.udp_onoff recv --bind 127.0.0.1" in title
+        assert "forkserver" not in title
 
         schedule = tmp_path / "schedule.json"
         schedule.write_text(json.dumps({"periods": [[0, 1]]}))
