@@ -21,7 +21,7 @@ flows' launch plan is known, before any flow starts. It
 Every process is started with ``mcclab.processes.spawn`` in its own process
 group and recorded in the lab state, so ``mcclab clean`` removes it after a
 crash. ``Monitoring.stop`` (called before teardown) exports every series of
-the run to ``tables/metrics.csv`` and stops what it started. Monitoring never
+the run to ``tables/metrics.csv.gz`` and stops what it started. Monitoring never
 fails a run: a part that cannot start is reported and left out.
 """
 

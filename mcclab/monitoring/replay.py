@@ -1,4 +1,4 @@
-"""Replay a finished run's series: ``tables/metrics.csv`` into a fresh Prometheus.
+"""Replay a finished run's series: ``tables/metrics.csv.gz`` into a fresh Prometheus.
 
     python -m mcclab.monitoring.replay results/default/<run-id> [--port 9090]
 
@@ -55,7 +55,7 @@ def main(args: list[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="a run's results folder")
     parser.add_argument("--port", type=int, default=prom.DEFAULT_PORT)
     opts = parser.parse_args(args)
-    csv_path = opts.run / export.METRICS_CSV
+    csv_path = export.metrics_path(opts.run)
     run_id = opts.run.resolve().name
     with tempfile.TemporaryDirectory(prefix="mcclab-replay-") as tmp:
         data = Path(tmp) / "data"

@@ -13,7 +13,7 @@ tests watch it while it runs:
   run against the run's Prometheus, returns data, except the panels of
   protocols that have no agent yet, which are listed as pending;
 * every stored series carries run, experiment, node, flow and protocol;
-* the results folder keeps ``tables/metrics.csv`` and it replays into a fresh
+* the results folder keeps ``tables/metrics.csv.gz`` and it replays into a fresh
   Prometheus.
 
 Only one lab can be up on a machine: the run waits (``mcclab run --wait``, up
@@ -23,6 +23,7 @@ the test never cleans someone else's lab.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -334,8 +335,9 @@ def test_results_keep_the_series_and_they_replay(live, tmp_path):
     run_dir = next(live.results.glob("default/*"))
     record = json.loads((run_dir / "logs" / "monitoring.json").read_text())
     assert record["notes"] == [], record
-    csv_path = run_dir / "tables" / "metrics.csv"
-    header = csv_path.read_text().splitlines()[0].split(",")
+    csv_path = run_dir / "tables" / "metrics.csv.gz"
+    with gzip.open(csv_path, "rt") as fh:
+        header = fh.readline().strip().split(",")
     assert {"time", "metric", "value", *mn.COMMON_LABELS} <= set(header)
     # Everything it started is gone with the lab (other engineers' labs may be up by
     # now, so only this lab's own record and processes are checked).

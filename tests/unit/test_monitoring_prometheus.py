@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 from pathlib import Path
@@ -105,7 +106,8 @@ def test_export_round_trip_and_openmetrics(tmp_path):
     rows = export.rows_from_result(result)
     path = tmp_path / export.METRICS_CSV
     assert export.write_csv(rows, path) == 3
-    header = path.read_text().splitlines()[0]
+    assert path.read_bytes()[:2] == b"\x1f\x8b"  # gzip
+    header = gzip.decompress(path.read_bytes()).decode().splitlines()[0]
     assert header == "time,metric,link,node,run,value"
     back = export.read_csv(path)
     assert back[0] == {"time": "100.000", "metric": "mcc_link_bytes_total", "link": "0",
@@ -172,3 +174,16 @@ def test_target_files_one_per_lab_and_stale_ones_swept(tmp_path):
     dead.write_text("[]")
     assert prom.sweep_targets(tmp_path, {"lab-a"}) == [dead]
     assert live.exists() and not dead.exists()
+
+
+def test_metrics_of_older_runs_are_still_found_and_read(tmp_path):
+    rows = export.rows_from_result(
+        [{"metric": {"__name__": "up", "run": "r"}, "values": [[1.0, "1"]]}])
+    assert export.metrics_path(tmp_path) == tmp_path / export.METRICS_CSV  # a new run's
+    plain = tmp_path / export.LEGACY_METRICS_CSV  # written before 25 Nov 2026
+    export.write_csv(rows, plain)
+    assert plain.read_text().startswith("time,metric,run,value")
+    assert export.metrics_path(tmp_path) == plain
+    assert export.read_csv(plain) == [{"time": "1.000", "metric": "up", "run": "r", "value": "1"}]
+    export.write_csv(rows, tmp_path / export.METRICS_CSV)
+    assert export.metrics_path(tmp_path) == tmp_path / export.METRICS_CSV
