@@ -55,7 +55,7 @@ test-unit: $(MCCLAB)
 bench-links: $(MCCLAB) linkemu
 	$(SUDO) $(PY) bench/bench_links.py $(BENCH_ARGS)
 
-# How long agents take to start, exec'd or forked from the fork server (~1 min,
+# How long agents take to start, exec'd or forked from the fork server (~30 s,
 # prints a table; docs/agents.md). BENCH_ARGS="--counts 8 24 48 72" for other sizes.
 bench-agent-start: $(MCCLAB)
 	$(SUDO) $(PY) bench/agent_start.py $(BENCH_ARGS)

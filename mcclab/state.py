@@ -54,12 +54,13 @@ class TrackedProcess:
     def alive(self) -> bool:
         """True while the same process (not a recycled pid) still runs.
 
-        A zombie (exited, not yet reaped) is not alive: the runner's own children
-        are reaped by :func:`kill_groups`, but a tool forked by the fork server is
-        the server's child, and only the server can reap it.
+        A zombie (exited, not yet reaped) is not alive: spawn() does not reap, so a
+        dead child lingers as 'Z' until :func:`kill_groups` does, and a tool forked
+        by the fork server is the server's child, which only the server can reap.
         """
         fields = _stat_after_name(self.pid)
-        return fields is not None and int(fields[19]) == self.start_time and fields[0] != "Z"
+        return (fields is not None and int(fields[19]) == self.start_time
+                and fields[0] not in ("Z", "X"))
 
 
 @dataclass

@@ -181,17 +181,6 @@ def _same_graph(a: Topology, b: Topology) -> bool:
             and [link.endpoints for link in a.links] == [link.endpoints for link in b.links])
 
 
-def _running(proc: TrackedProcess) -> bool:
-    """Alive and not a zombie (spawn() does not reap, so a dead child lingers as 'Z')."""
-    if not proc.alive():
-        return False
-    try:
-        state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def _tail(path: Path, lines: int = 10) -> str:
     """The end of a log, for error messages."""
     try:
@@ -307,13 +296,13 @@ class UserspaceEmulation(LinkEmulation):
     def _alive(self, node: str) -> bool:
         """True when the node's emulator is running."""
         proc = self.emulators[node].proc if node in self.emulators else None
-        return proc is not None and _running(proc)
+        return proc is not None and proc.alive()
 
     def _wait_ready(self, emu: Emulator) -> None:
         """Poll for the stats file, which the emulator writes once every queue is bound."""
         deadline = time.monotonic() + READY_TIMEOUT
         while not emu.stats.exists():
-            if emu.proc is None or not _running(emu.proc):
+            if emu.proc is None or not emu.proc.alive():
                 raise LinkEmulationError(
                     f"the link emulator of node {emu.node} exited during start-up; its "
                     f"output ({emu.log}):\n{_tail(emu.log)}")
@@ -334,7 +323,7 @@ class UserspaceEmulation(LinkEmulation):
 
     def check(self) -> None:
         """Raise naming the node if any emulator has died: its links now drop everything."""
-        dead = [e for e in self.emulators.values() if e.proc is None or not _running(e.proc)]
+        dead = [e for e in self.emulators.values() if e.proc is None or not e.proc.alive()]
         if not dead:
             return
         lines = []

@@ -10,7 +10,7 @@ import pytest
 
 from mcclab.execute import Runner
 from mcclab.links import LinkEmulationError, UserspaceEmulation, plan_directions, userspace
-from mcclab.links.emulation import Emulator, _running
+from mcclab.links.emulation import Emulator
 from mcclab.links.plan import userspace_placement
 from mcclab.model.addressing import plan_addresses
 from mcclab.model.loader import resolve_topology
@@ -142,12 +142,12 @@ def test_check_names_the_node_whose_emulator_died_even_as_an_unreaped_zombie(tmp
     emu = _fake_emulation(tmp_path, proc)
     emu.check()  # running: fine
     child.send_signal(signal.SIGKILL)
-    # Not reaped yet: /proc still lists it (state Z) and TrackedProcess.alive() says yes.
+    # Not reaped yet: /proc still lists it (state Z), and a zombie is not alive.
     for _ in range(200):
-        if not _running(proc):
+        if not proc.alive():
             break
         subprocess.run(["sleep", "0.01"])
-    assert proc.alive() and not _running(proc)
+    assert not proc.alive() and Path(f"/proc/{child.pid}").exists()
     with pytest.raises(LinkEmulationError) as exc:
         emu.check()
     text = str(exc.value)
