@@ -29,7 +29,7 @@ from mcclab.commands import Cmd
 from mcclab.forkserver import ForkServer, forkable, preload
 from mcclab.net.setns import NETNS_DIR
 from mcclab.processes import spawn
-from mcclab.state import LabState, TrackedProcess, kill_groups
+from mcclab.state import LabState, TrackedProcess, kill_groups, proc_stat_fields
 
 PREFIX = "mcl-agentbench"
 ADDRESS = "10.99.0.2"
@@ -85,7 +85,9 @@ def session_file(folder: Path, protocol: str, count: int) -> Path:
 
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = proc_stat_fields(pid)
+    if fields is None:
+        raise RuntimeError(f"pid {pid} exited before it was measured")
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 

@@ -24,8 +24,12 @@ NETNS_PREFIX = "mcl-"
 ROOT_IFACE_PREFIX = "mcl"
 
 
-def _stat_after_name(pid: int) -> list[str] | None:
-    """Fields 3 onwards of /proc/PID/stat (state, ppid, ...), or None if there is no such pid."""
+def proc_stat_fields(pid: int) -> list[str] | None:
+    """Fields 3 onwards of /proc/PID/stat (state, ppid, ...), or None if there is no such pid.
+
+    Index ``k`` holds field ``k + 3`` of proc(5): 0 the state, 11 and 12 utime and
+    stime, 19 the start time.
+    """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -36,7 +40,7 @@ def _stat_after_name(pid: int) -> list[str] | None:
 
 def proc_start_time(pid: int) -> int | None:
     """The process start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
-    fields = _stat_after_name(pid)
+    fields = proc_stat_fields(pid)
     return None if fields is None else int(fields[19])
 
 
@@ -58,7 +62,7 @@ class TrackedProcess:
         dead child lingers as 'Z' until :func:`kill_groups` does, and a tool forked
         by the fork server is the server's child, which only the server can reap.
         """
-        fields = _stat_after_name(self.pid)
+        fields = proc_stat_fields(self.pid)
         return (fields is not None and int(fields[19]) == self.start_time
                 and fields[0] not in ("Z", "X"))
 
