@@ -84,6 +84,9 @@ def test_tools_run_in_the_node_and_are_reaped(node: Path, tmp_path: Path,
                          tmp_path / "bad.out", "bad")
         assert server.proc.poll() is None
     finally:
+        # A failed assertion must not leave the tools running: the server's exit does
+        # not end them (they lead their own sessions), and this state is not saved.
+        kill_groups([p for p in state.processes if p is not server.tracked])
         server.close()
     assert server.proc.returncode == 0
     exits = (tmp_path / "server.log").read_text()
