@@ -25,10 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mcclab.commands import Cmd
-from mcclab.forkserver import ForkServer, forkable, preload
-from mcclab.net.setns import NETNS_DIR
-from mcclab.processes import spawn
+from mcclab.forkserver import ForkServer, preload, start_tool
 from mcclab.state import LabState, TrackedProcess, kill_groups, proc_stat_fields
 
 PREFIX = "mcl-agentbench"
@@ -108,11 +105,7 @@ def trial(method: str, nodes: list[str], protocol: str, folder: Path) -> dict[st
                     "--node", f"r{i}", "--log", str(folder / f"r{i}.jsonl"),
                     "--metrics", f"{ADDRESS}:9100"]
             out = folder / f"{method}-r{i}.out"
-            target = forkable(argv)
-            if server is not None and target is not None:
-                procs.append(server.spawn(state, *target, NETNS_DIR / node, out, f"r{i}"))
-            else:
-                procs.append(spawn(state, Cmd(tuple(argv), node), out, f"r{i}"))
+            procs.append(start_tool(state, server, argv, node, out, f"r{i}"))
             outs.append(out)
         looped = time.monotonic() - t0
         ready: dict[int, float] = {}

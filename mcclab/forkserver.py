@@ -46,7 +46,9 @@ from typing import Any, NoReturn
 from setproctitle import setproctitle
 
 from agents.runtime.registry import BUILTIN_MODULES
-from mcclab.net.setns import enter_netns
+from mcclab.commands import Cmd
+from mcclab.net.setns import NETNS_DIR, enter_netns
+from mcclab.processes import spawn
 from mcclab.state import LabState, TrackedProcess, kill_group
 
 # Module run by a launch -> what the server imports for it. Agents look their
@@ -220,6 +222,19 @@ class ForkServer:
             self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+def start_tool(state: LabState, server: ForkServer | None, argv: Sequence[str], netns: str,
+               log: Path, what: str) -> TrackedProcess:
+    """Start ``argv`` in the namespace named ``netns``, output to ``log``; record it.
+
+    ``server`` forks it when it is a forkable module; otherwise (no server, or
+    another program such as iperf3) it is executed as its own session.
+    """
+    target = forkable(argv) if server is not None else None
+    if server is not None and target is not None:
+        return server.spawn(state, *target, NETNS_DIR / netns, log, what)
+    return spawn(state, Cmd(tuple(argv), netns), log, what)
 
 
 if __name__ == "__main__":

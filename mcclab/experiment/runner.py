@@ -26,18 +26,15 @@ from typing import Any
 
 import yaml
 
-from mcclab.commands import Cmd
 from mcclab.experiment import tables
 from mcclab.experiment.launch import Launch, LaunchPlan, plan_launches
 from mcclab.experiment.loader import REPO, Resolved
 from mcclab.experiment.spec import MulticastFlow
-from mcclab.forkserver import ForkServer, forkable, preload
+from mcclab.forkserver import ForkServer, forkable, preload, start_tool
 from mcclab.lab import Lab, LabOptions
 from mcclab.monitoring import Monitoring, start_monitoring
 from mcclab.net.node_config import netns_name
-from mcclab.net.setns import NETNS_DIR
 from mcclab.probes.reach import wait_for
-from mcclab.processes import spawn
 from mcclab.state import TrackedProcess, kill_groups
 
 RESULTS = REPO / "results"
@@ -225,11 +222,7 @@ def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
     out = Path(launch.log) if launch.role in ("server", "client") else Path(
         launch.log).with_suffix(".out")
     what = f"flow {launch.flow} {launch.role} {launch.node}"
-    if st.forks is not None and (target := forkable(launch.argv)) is not None:
-        proc = st.forks.spawn(lab.state, *target, NETNS_DIR / netns_name(launch.node), out,
-                              what)
-    else:
-        proc = spawn(lab.state, Cmd(launch.argv, netns_name(launch.node)), out, what)
+    proc = start_tool(lab.state, st.forks, launch.argv, netns_name(launch.node), out, what)
     st.running[index] = proc
     if launch.role == "server":
         st.iperf[launch.flow] = IperfWatch(out)
