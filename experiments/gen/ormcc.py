@@ -397,6 +397,18 @@ references:
     capacity: 1Mbit
     paper: 0.67
     tolerance: 25%
+  - kind: ratio
+    label: long flow's rate over short flow 2's
+    source: "sec. V-B: proportional fairness, 0.33 against 0.67 Mbit/s"
+    numerator: long
+    denominator: short2
+    paper: 0.5
+  - kind: measure
+    label: "long over short flow 2 as AIMD's RTT bias predicts from this run's RTT_cr and loss-event rates"
+    source: "rate as 1 / (RTT sqrt(p)): what the measured ratio is to be read against"
+    measure: ormcc.aimd_ratio
+    args: {{flow: long, reference: short2}}
+    paper: 0.5
 figures:
   - {{figure: ormcc.tracking, args: {{flow: long}}}}
 profiles:

@@ -106,6 +106,37 @@ def rtt_cr(run: Run, flow: str) -> float:
     return float(window.mean()) if not window.empty else math.nan
 
 
+def loss_event_rate(run: Run, flow: str) -> float:
+    """Loss events per packet sent to ``flow``'s receivers over the window.
+
+    Each receiver's ``loss_events`` (sequence gaps, one CI each if sent) over the
+    packets it received or lost, summed over the receivers.
+    """
+    lo, hi = run.window
+    events = om.counter_delta(run, flow, "loss_events", lo, hi).sum()
+    rows = run.per_second[(run.per_second["flow"] == flow) & (run.per_second["t"] > lo)
+                          & (run.per_second["t"] <= hi)]
+    packets = rows["packets"].sum() + rows["lost"].sum()
+    return float(events / packets) if packets > 0 else math.nan
+
+
+@measure("ormcc.aimd_ratio", unit="1")
+def aimd_ratio(run: Run, flow: str, reference: str) -> float:
+    """The rate of ``flow`` over ``reference`` that AIMD's RTT bias predicts from the run's
+    own RTT_cr and loss-event rates: (RTT_ref / RTT_flow) * sqrt(p_ref / p_flow).
+
+    Each source raises its rate by s/RTT_cr per RTT_cr and cuts it by a fixed
+    factor per loss event, so its mean rate goes as 1 / (RTT * sqrt(p)) (the
+    square-root law; s and beta cancel in the ratio). Proportional fairness
+    (sec. V-B) would make the long flow's rate independent of its RTT.
+    """
+    rtts = [rtt_cr(run, f) for f in (flow, reference)]
+    rates = [loss_event_rate(run, f) for f in (flow, reference)]
+    if not all(math.isfinite(x) and x > 0 for x in [*rtts, *rates]):
+        return math.nan
+    return (rtts[1] / rtts[0]) * math.sqrt(rates[1] / rates[0])
+
+
 def _rate_at(run: Run, flow: str, node: str) -> pd.Series:
     """Per-second throughput of ``flow`` at ``node`` (0 for missing seconds)."""
     t = run.per_second
