@@ -203,16 +203,14 @@ class Lab:
         """Nodes, links, control network, addresses and routes."""
         l3 = [n for n in self.topo.nodes if self.topo.kind_of(n) != "lan"]
         backend = self.backend = MininetBackend(self.runner, self.state)
-        total = len(self.topo.nodes) + len(self.topo.links)
-        done = 0
-        for name, node in self.topo.nodes.items():
+        # Each step has its own bar, so each counts to its own total (a shared
+        # count left "creating nodes" unfinished, its clock running all run).
+        for done, (name, node) in enumerate(self.topo.nodes.items(), 1):
             backend.add_lan(name) if node.kind == "lan" else backend.add_node(name)
-            done += 1
-            progress("creating nodes", done, total)
+            progress("creating nodes", done, len(self.topo.nodes))
         for index in range(len(self.topo.links)):
             backend.add_link(self.topo, self.plan, index)
-            done += 1
-            progress("creating links", done, total)
+            progress("creating links", index + 1, len(self.topo.links))
         self.state.add_root_iface(node_config.CONTROL_BRIDGE)
         self.runner.run_all(node_config.control_root_cmds(self.plan))
         for lan in self.topo.names("lan"):
