@@ -117,8 +117,7 @@ def fig10_subset(n: int = 8) -> str:
     text = text.replace("name: ormcc-fig10\n", f"name: ormcc-fig10-n{n}\n")
     text = text.replace("  leaves: 36\n", f"  leaves: {n}\n")
     text = text.replace("36-leaf star:", f"{n}-leaf star (of the paper's 36):")
-    note = (f"# ormcc-fig10.yaml with {n} leaves: 37 interfaces on r0 exceed the kernel's\n"
-            "# 31 usable multicast vifs, and 36 leaves' agents exceed 2 cores.\n")
+    note = (f"# ormcc-fig10.yaml with {n} leaves: the 36 leaves' 109 agents exceed 2 cores.\n")
     return HEADER + note + text
 
 

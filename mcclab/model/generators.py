@@ -29,20 +29,33 @@ def _link(a: str, b: str, params: LinkParams | None) -> dict[str, Any]:
 
 
 class StarSpec(StrictModel):
-    """A source host behind a hub router with ``leaves`` receiver hosts on it."""
+    """A source host behind a hub router with ``leaves`` receiver hosts on it.
+
+    With ``hub_size``, the hub router r0 keeps the first ``hub_size`` leaves and
+    each further ``hub_size`` hang off one more router (r1, r2, ...) joined to
+    r0 by ``hub_link``: a router routes multicast on at most 31 interfaces
+    (the kernel's vifs, :mod:`mcclab.routing.limits`).
+    """
 
     kind: Literal["star"]
     leaves: int = Field(ge=1, le=999)
     leaf_link: LinkParams = LinkParams()
     source_link: LinkParams = LinkParams()
+    hub_size: int | None = Field(default=None, ge=1, description="leaves per router")
+    hub_link: LinkParams = LinkParams()
 
     def expand(self) -> RawTopology:
-        """Nodes src, r0 and h1..hN; links src-r0 and r0-hI."""
+        """Nodes src, r0 (r1.. with hub_size) and h1..hN; links src-r0, r0-rK, rK-hI."""
         nodes = {"src": {"kind": "host"}, "r0": {"kind": "router"}}
         links = [_link("src", "r0", self.source_link)]
+        size = self.hub_size or self.leaves
         for i in range(1, self.leaves + 1):
+            hub = f"r{(i - 1) // size}"
+            if hub not in nodes:
+                nodes[hub] = {"kind": "router"}
+                links.append(_link("r0", hub, self.hub_link))
             nodes[f"h{i}"] = {"kind": "host"}
-            links.append(_link("r0", f"h{i}", self.leaf_link))
+            links.append(_link(hub, f"h{i}", self.leaf_link))
         return {"nodes": nodes, "links": links}
 
 

@@ -65,6 +65,8 @@ def test_duplicate_yaml_keys_are_rejected(tmp_path):
     ("spec", "hosts", "routers", "links"),
     [
         ({"kind": "star", "leaves": 4}, 5, 1, 5),
+        ({"kind": "star", "leaves": 4, "hub_size": 4}, 5, 1, 5),
+        ({"kind": "star", "leaves": 5, "hub_size": 2}, 6, 3, 8),
         ({"kind": "tree", "depth": 2, "fanout": 2}, 5, 3, 7),
         ({"kind": "tree", "depth": 3, "fanout": 4}, 65, 21, 85),
         ({"kind": "chain", "routers": 3, "hosts_per_router": 2}, 7, 3, 9),
@@ -76,6 +78,18 @@ def test_generators_shape(spec, hosts, routers, links):
     assert len(topo.names("host")) == hosts
     assert len(topo.names("router")) == routers
     assert len(topo.links) == links
+
+
+def test_star_hubs_share_out_the_leaves_behind_the_hub_link():
+    topo = resolve_topology({"name": "g", "generate": {
+        "kind": "star", "leaves": 5, "hub_size": 2, "leaf_link": {"rate": "1Mbit"},
+        "hub_link": {"rate": "100Mbit"}}})
+    by_pair = {link.endpoints: link for link in topo.links}
+    hubs = {h: r for (r, h) in by_pair if h.startswith("h")}
+    assert hubs == {"h1": "r0", "h2": "r0", "h3": "r1", "h4": "r1", "h5": "r2"}
+    assert by_pair[("r0", "r1")].rate == by_pair[("r0", "r2")].rate == 100e6
+    assert all(by_pair[(r, h)].rate == 1e6 for h, r in hubs.items())
+    assert ("src", "r0") in by_pair
 
 
 def test_tree_levels_apply_per_depth():

@@ -45,12 +45,13 @@ def test_table1_quick_profile_scales_every_period_by_one_fifth():
 
 
 @pytest.mark.parametrize("name", SPECS)
-def test_quick_profiles_fit_the_kernels_multicast_vifs(name):
+@pytest.mark.parametrize("profile", ["quick", "paper"])
+def test_every_profile_fits_the_kernels_multicast_vifs(name, profile):
     """A router beyond 31 interfaces gets no vif for the rest: their receivers see nothing."""
     from mcclab.lab import router_interfaces
     from mcclab.routing.limits import vif_problems
 
-    topo = resolve(name, "quick").topology
+    topo = resolve(name, profile).topology
     assert vif_problems(topo.routing.backend, router_interfaces(topo)) == []
 
 
