@@ -31,10 +31,10 @@ def _link(a: str, b: str, params: LinkParams | None) -> dict[str, Any]:
 class StarSpec(StrictModel):
     """A source host behind a hub router with ``leaves`` receiver hosts on it.
 
-    With ``hub_size``, the hub router r0 keeps the first ``hub_size`` leaves and
-    each further ``hub_size`` hang off one more router (r1, r2, ...) joined to
-    r0 by ``hub_link``: a router routes multicast on at most 31 interfaces
-    (the kernel's vifs, :mod:`mcclab.routing.limits`).
+    With ``hub_size``, the hub router r0 keeps the first ``hub_size`` leaves,
+    and each further group of ``hub_size`` leaves hangs off one more router (r1,
+    r2, ...) joined to r0 by ``hub_link``: a router routes multicast on at most
+    31 interfaces (the kernel's vifs, :mod:`mcclab.routing.limits`).
     """
 
     kind: Literal["star"]
