@@ -33,11 +33,12 @@ BETA_NOTE = ("# beta = 0.75 as in the paper's ns-2 simulations (Appendix I, sec.
              "# agents' default 0.65 is the paper's advice for user-level code (sec. III-A.5).\n")
 
 
-FIG4_SIZES = (8, 16, 24)
+FIG4_SIZES = (8, 16, 24, 32)
 # Linux has 32 multicast vifs per namespace and PIM takes one for pimreg
 # (mcclab/routing/limits.py): a router can route multicast on 31 interfaces.
 # With the unicast sources behind a second router r1, r0 has n + 2 of them and r1
-# n + 1, so n <= 29.
+# n + 1, so n <= 29 fits two routers.
+ONE_HUB_MAX = 29
 SOURCE_ROUTER = ("  - {endpoints: [r0, r1], rate: 100Mbit, delay: 10ms, "
                  "queue: {limit: 1000pkt, discipline: droptail}}")
 
@@ -69,17 +70,34 @@ def star_subset(n: int) -> str:
     def keep(node: str) -> bool:
         m = re.fullmatch(r"[sh](\d+)", node)
         return not m or int(m.group(1)) <= n
-    sources = "\n".join(f"  - {{endpoints: [r1, s{i}]}}" for i in range(1, n + 1))
+    # Beyond ONE_HUB_MAX the second half of the leaves and of the sources each hang
+    # off one more router (r2 behind r0, r3 behind r1) over a plain veth.
+    half = n if n <= ONE_HUB_MAX else (n + 1) // 2
+    sources = "\n".join(f"  - {{endpoints: [{'r1' if i <= half else 'r3'}, s{i}]}}"
+                         for i in range(1, n + 1))
+    nodes = "  r1: {kind: router}      # router of the unicast sources (lab choice)"
+    links = SOURCE_ROUTER
+    split = ""
+    if half < n:
+        nodes += ("\n  r2: {kind: router}      # router of the second half of the leaves"
+                  "\n  r3: {kind: router}      # router of the second half of the sources")
+        links += ("\n  - {endpoints: [r0, r2]}   # plain veth, never congested (lab choice: vifs)"
+                  "\n  - {endpoints: [r1, r3]}   # plain veth, never congested (lab choice: vifs)")
+        split = (f"# h{half + 1}..h{n} hang off r2 behind r0 and s{half + 1}..s{n} off r3 behind r1,\n"
+                 "# each over a plain veth (no delay, no queue), so every router has at most 31 interfaces.\n")
     text = subset(
         f"ormcc-fig3-n{n}", keep,
         f"# ormcc-fig3.yaml with only s1..s{n} and h1..h{n}; the unicast sources sit on a\n"
         "# second router r1 (unshaped links) whose link to r0 has the source links'\n"
         "# 100 Mbit/s and 10 ms (1000-packet queue: never congested), so r0 has n + 2\n"
         "# interfaces, within the kernel's 31 usable multicast vifs (the paper's one\n"
-        "# router with 2n + 1 links is not). Base RTT s<i> - h<i> stays 100 ms.\n",
-        extra_nodes="  r1: {kind: router}      # router of the unicast sources (lab choice)",
-        extra_links=SOURCE_ROUTER + "\n" + sources,
+        "# router with 2n + 1 links is not). Base RTT s<i> - h<i> stays 100 ms.\n" + split,
+        extra_nodes=nodes, extra_links=links + "\n" + sources,
         drop_link=lambda line: re.search(r"endpoints: \[s\d+, r0\]", line) is not None)
+    if half < n:
+        text = re.sub(r"endpoints: \[r0, h(\d+)\]",
+                      lambda m: f"endpoints: [{'r0' if int(m.group(1)) <= half else 'r2'},"
+                                f" h{m.group(1)}]", text)
     return text.replace("description: >-\n  Star around router r0",
                         f"description: >-\n  ormcc-fig3 with {n} leaves instead of 64, sources on"
                         " router r1. Star around router r0")
@@ -151,7 +169,7 @@ def fig4(n: int, quick_duration: int = 120) -> str:
     lines = [HEADER, BETA_NOTE, NS2_WINDOW_NOTE, f"""# ORMCC Fig. 4 (sec. V-A) and sec. V-D on a star of {n} leaves (paper: 64).
 # Each leaf h<i>: one TCP Reno flow and one single-receiver ORMCC flow from its
 # own source s<i>, plus the multi-receiver ORMCC flow from src to all leaves.
-# The paper's run length is not in the text: 300 s here. n <= 29 (vifs on r0).
+# The paper's run length is not in the text: 300 s here.
 name: ormcc-fig4{'' if n == 8 else f'-n{n}'}
 description: >-
   {n}-leaf star (1 Mbit/s, 40 ms, 50-packet drop-tail access links): per leaf one

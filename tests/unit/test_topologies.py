@@ -62,6 +62,7 @@ SOURCES = {
     "ormcc-fig3-n8": "src",
     "ormcc-fig3-n16": "src",
     "ormcc-fig3-n24": "src",
+    "ormcc-fig3-n32": "src",
     "ormcc-fig5-n4": "src1",
     "ormcc-fig7-n8": "src",
     "ormcc-fig10-n8": "src",
@@ -269,6 +270,20 @@ def test_ormcc_fig3_star_of_64_receivers():
         # src (multicast) and s<i> (TCP + single-receiver ORMCC).
         assert bottleneck(t, "src", rx) == bottleneck(t, f"s{i}", rx) == link.rate
         assert link.direction(True).queue.limit == 50  # 50 kB / 1000 B
+
+
+def test_ormcc_fig3_n32_splits_leaves_and_sources_without_changing_a_path():
+    """Past 29 leaves the second halves move behind plain veths; every path stays the same."""
+    t = topo("ormcc-fig3-n32")
+    assert vif_problems(t.routing.backend, router_interfaces(t)) == []
+    assert link_between(t, "r2", "h32") and link_between(t, "r3", "s32")
+    for plain in (link_between(t, "r0", "r2"), link_between(t, "r1", "r3")):
+        assert not any(needs_emulation(plain.direction(fwd)) for fwd in (True, False))
+    for i in (1, 16, 17, 32):
+        rx = f"h{i}"
+        assert one_way(t, "src", rx) == pytest.approx(one_way(t, "src", "h1"))
+        assert one_way(t, f"s{i}", rx) == pytest.approx(0.050)  # base RTT 100 ms
+        assert bottleneck(t, "src", rx) == bottleneck(t, f"s{i}", rx) == 1 * MBIT
 
 
 def test_ormcc_fig5_long_and_short_flows():
