@@ -277,10 +277,29 @@ def sweep(
     colour = {"complete": "green", "interrupted": "yellow"}.get(record["status"], "red")
     console.print(f"[{colour}]sweep {record['status']}[/{colour}]: {len(statuses)} of "
                   f"{record['planned']} runs ({statuses.count('complete')} complete): {folder}")
+    _print_trials(folder)
     if (folder / "report.html").exists():
         console.print(f"report: {folder / 'report.html'}")
     if record["status"] != "complete" or any(s != "complete" for s in statuses):
         raise typer.Exit(1)
+
+
+def _print_trials(folder: Path) -> None:
+    """The mean over the seeds of each quantity, when the sweep was one of trials."""
+    from mcclab.analysis.summary import format_value
+    from mcclab.analysis.trials import STAT_COLUMNS, read_trials
+
+    table = read_trials(folder)
+    if table is None:
+        return
+    groups = [c for c in table.columns if c not in STAT_COLUMNS]
+    out = Table(*groups, "quantity", "runs", "mean", "sd", "paper", "verdict",
+                title="Over the trials (the criterion applied to the mean)")
+    for row in table.to_dict("records"):
+        show = [format_value(row["kind"], row[c], row["unit"]) for c in ("mean", "sd", "paper")]
+        out.add_row(*(str(row[g]) for g in groups), row["label"], str(row["runs"]), *show,
+                    row["verdict"])
+    console.print(out)
 
 
 @app.command("report")

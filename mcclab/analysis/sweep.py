@@ -3,7 +3,8 @@
 ``results/<exp>/sweep-<id>/sweep.json`` names the sweep's runs (folders
 relative to the sweep folder) and the values each was run with. From them
 the analysis writes ``sweep.csv`` (one row per run and reference quantity),
-the sweep figures (``@sweep_figure`` plugins named in the sweep's spec) and
+the sweep figures (``@sweep_figure`` plugins named in the sweep's spec),
+``trials.csv`` for a sweep over ``seed`` (:mod:`mcclab.analysis.trials`) and
 ``report.html``, a self-contained page like a run's.
 """
 
@@ -200,9 +201,11 @@ def write_sweep_figures(sweep: Sweep, captions: dict[str, str] | None = None) ->
 def build_sweep_report(folder: Path | str) -> Path:
     """Read a sweep folder, write sweep.csv, the figures and report.html; return the page."""
     from mcclab.analysis.sweep_report import render_sweep
+    from mcclab.analysis.trials import write_trials_csv
 
     sweep = load_sweep(folder)
     write_sweep_csv(sweep)
+    write_trials_csv(sweep)
     captions: dict[str, str] = {}
     figures = write_sweep_figures(sweep, captions)
     page = sweep.path / "report.html"

@@ -8,6 +8,7 @@ from pathlib import Path
 from mcclab.analysis.report import CSS, _definitions, _e, _figures, _verdict
 from mcclab.analysis.summary import Quantity, format_criterion, format_value
 from mcclab.analysis.sweep import Sweep, SweepPoint
+from mcclab.analysis.trials import TRIAL_KEY, is_trials, trials_table
 
 
 def _banner(sweep: Sweep) -> str:
@@ -90,6 +91,37 @@ def _table(sweep: Sweep) -> str:
             "The same data are in sweep.csv.</p>")
 
 
+def _trials(sweep: Sweep) -> str:
+    """Mean, deviation and range over the seeds, the criterion applied to the mean ('' if none)."""
+    if not is_trials(sweep):
+        return ""
+    table = trials_table(sweep)
+    groups = [k for k in sweep.keys if k != TRIAL_KEY]
+    head = "".join(f"<th>{_e(k)}</th>" for k in groups)
+    head += ("<th>quantity</th><th class='num'>runs</th><th class='num'>mean</th>"
+             "<th class='num'>sd</th><th class='num'>min – max</th><th class='num'>paper</th>")
+    rows = []
+    for row in table.to_dict("records"):
+        def fmt(value: float, row: dict = row) -> str:
+            """A value in the quantity's unit ('–' when missing)."""
+            return format_value(row["kind"], value, row["unit"])
+
+        extra = "".join(f", {n} {what}" for n, what in ((row["missing"], "missing"),
+                                                        (row["overloaded"], "overloaded"))
+                        if n)
+        cells = "".join(f"<td>{_e(row[k])}</td>" for k in groups)
+        cells += (f"<td>{_e(row['label'])}</td><td class='num'>{row['runs']}{_e(extra)}</td>"
+                  f"<td class='num'>{_e(fmt(row['mean']))} {_verdict(row['verdict'])}</td>"
+                  f"<td class='num'>{_e(fmt(row['sd']))}</td>"
+                  f"<td class='num'>{_e(fmt(row['min']))} – {_e(fmt(row['max']))}</td>"
+                  f"<td class='num'>{_e(fmt(row['paper']))}</td>")
+        rows.append(f"<tr>{cells}</tr>")
+    return (f"<h2>Over the trials</h2><table><thead><tr>{head}</tr></thead><tbody>"
+            f"{''.join(rows)}</tbody></table><p class='why'>Within a row the runs differ only "
+            "in their seed. The verdict applies the spec's criterion to the mean over the "
+            "complete runs, as the paper's number is a mean. The same data are in trials.csv.</p>")
+
+
 def _details(sweep: Sweep) -> str:
     """What was swept and how the sweep went."""
     info = sweep.info
@@ -119,6 +151,7 @@ def render_sweep(sweep: Sweep, figures: list[Path], captions: dict[str, str]) ->
 {f'<ul class="notes">{notes}</ul>' if notes else ''}
 <h2>Runs</h2>
 {_table(sweep)}
+{_trials(sweep)}
 <h2>Figures</h2>
 {figures_html}
 <h2>Sweep</h2>

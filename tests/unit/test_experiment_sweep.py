@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
+from mcclab.analysis.protocols.generic import trials_quantity
 from mcclab.analysis.report import report_command
 from mcclab.analysis.sweep import load_sweep
 from mcclab.analysis.synthetic import agent_rows, rows, write_run
+from mcclab.analysis.trials import STAT_COLUMNS, read_trials
 from mcclab.experiment.loader import resolve
 from mcclab.experiment.runner import RunOptions, new_run_dir
 from mcclab.experiment.spec import SweepSpec
@@ -33,6 +36,10 @@ SPEC = {
         "figures": [{"figure": "generic.sweep_quantity",
                      "args": {"label": "CBR throughput", "by": "duration"}}]},
         "count": {"over": {"flows.tcp{i}.count": [1, 3]}},
+        "trials": {"over": {"flows.cbr.params.rate": ["100kbit", "400kbit"], "seed": [1, 2, 3]}},
+        "seeds": {"over": {"seed": [1, 2, 3, 4]},
+                  "figures": [{"figure": "generic.trials_quantity",
+                               "args": {"label": "CBR throughput"}}]},
         "hosts": {"over": {"flows.cbr.sender": ["s1", "s9"]}}},
     "profiles": {"quick": {"set": {"warmup": "1s"}}},
 }
@@ -64,7 +71,9 @@ class FakeRunner:
         if k in self.raise_at:
             raise self.raise_at[k]
         seconds = range(1, int(exp.duration) + 1)
-        data = rows("cbr", "multicast", "d1", parse_rate(exp.flows[0].params["rate"]), seconds)
+        # each seed after the first adds 10 % (trials must differ to be averaged)
+        rate = parse_rate(exp.flows[0].params["rate"]) * (1 + 0.1 * (exp.seed - 1))
+        data = rows("cbr", "multicast", "d1", rate, seconds)
         status = "interrupted" if k == self.stop_at else "complete"
         # The receiver starts on time at the lower rates and 5 s late at 400 kbit/s,
         # which the sweep must show as an overloaded run.
@@ -112,7 +121,8 @@ def test_plan_resolves_every_point_first(spec):
     base, points = plan(spec, "count", "paper", [])
     assert [p for p, _ in points] == [{"flows.tcp{i}.count": 1}, {"flows.tcp{i}.count": 3}]
     assert [f.name for f in points[1][1].experiment.flows] == ["cbr", "tcp1", "tcp2", "tcp3"]
-    with pytest.raises(SpecError, match="no sweep 'nope'; known: count, hosts, rate"):
+    with pytest.raises(SpecError, match="no sweep 'nope'; known: count, hosts, rate, seeds, "
+                                        "trials"):
         plan(spec, "nope", "paper", [])
     # three TCP flows from s2 are fine; a point naming a host that does not exist is not
     with pytest.raises(SpecError, match=r"sweeps.hosts at flows.cbr.sender=s9: flows\[0\]: "
@@ -195,3 +205,41 @@ def test_ctrl_c_inside_a_run_and_failures(tmp_path, spec):
     table = pd.read_csv(folder / "sweep.csv")
     assert list(table["status"]) == ["complete", "failed", "interrupted"]
     assert table["label"].isna().tolist() == [False, True, True]
+
+
+def test_trials_average_over_the_seeds_and_judge_the_mean(tmp_path, spec):
+    runner = FakeRunner(raise_at={2: RuntimeError("lab broke")})
+    folder = run_sweep(spec, "trials", "quick", sweep_options(tmp_path, runner)[0])
+    table = pd.read_csv(folder / "trials.csv")
+    assert list(table.columns) == ["flows.cbr.params.rate", *STAT_COLUMNS]
+    slow, fast = table.to_dict("records")
+    # 100 kbit/s: seeds 1 and 3 (seed 2 failed) give 100 and 120 kbit/s
+    assert (slow["flows.cbr.params.rate"], slow["runs"], slow["missing"]) == ("100kbit", 2, 1)
+    assert (slow["mean"], slow["min"], slow["max"]) == pytest.approx((110e3, 100e3, 120e3))
+    assert slow["sd"] == pytest.approx(20e3 / math.sqrt(2))
+    # the criterion (150 kbit/s ± 40 %) applies to the mean: 110 passes, 440 fails
+    assert (slow["verdict"], slow["overloaded"]) == ("pass", 0)
+    assert (fast["runs"], fast["mean"], fast["verdict"]) == (3, pytest.approx(440e3), "fail")
+    assert fast["overloaded"] == 3  # its receiver starts 5 s late in every run
+    page = (folder / "report.html").read_text()
+    assert "Over the trials" in page and "2, 1 missing" in page and "3, 3 overloaded" in page
+    assert read_trials(folder).equals(table)
+
+
+def test_a_sweep_over_anything_else_has_no_trials(tmp_path, spec):
+    folder = run_sweep(spec, "count", "quick", sweep_options(tmp_path, FakeRunner())[0])
+    assert not (folder / "trials.csv").exists() and read_trials(folder) is None
+    assert "Over the trials" not in (folder / "report.html").read_text()
+
+
+def test_trials_figure_shows_each_run_and_the_mean(tmp_path, spec):
+    folder = run_sweep(spec, "seeds", "quick", sweep_options(tmp_path, FakeRunner())[0])
+    svg = (folder / "figures" / "trials-cbr-throughput.svg").read_text()
+    assert "mean of 4" in svg and "sd" in svg and "paper" in svg
+    stats = read_trials(folder).iloc[0]
+    assert stats["mean"] == pytest.approx(115e3) and stats["verdict"] == "pass"
+    # on a sweep over more than the seed the figure refuses, and says why
+    with pytest.raises(ValueError, match="sweep over 'seed' alone"):
+        trials_quantity(load_sweep(run_sweep(
+            spec, "trials", "quick", sweep_options(tmp_path, FakeRunner())[0])),
+            tmp_path, label="CBR throughput")

@@ -18,6 +18,7 @@ from mcclab.analysis.figures import STYLE, rate_scale, save
 from mcclab.analysis.plugins import figure, measure, sweep_figure
 from mcclab.analysis.results import Run
 from mcclab.analysis.sweep import Sweep, table_cell
+from mcclab.analysis.trials import TRIAL_KEY, trials_table
 from mcclab.model.units import parse_duration, parse_rate
 
 
@@ -162,4 +163,42 @@ def sweep_quantity(sweep: Sweep, folder: Path, label: str, x: str | None = None,
         fig.suptitle(f"{sweep.info.experiment}: {label} by {x}", x=0.01, ha="left",
                      fontsize=11)
         stem = name or "sweep-" + re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-").lower()
+        return save(fig, folder, stem)
+
+
+@sweep_figure("generic.trials_quantity")
+def trials_quantity(sweep: Sweep, folder: Path, label: str, name: str | None = None) -> list[Path]:
+    """A quantity in each trial (seed), with the mean over them, ±1 sd and the paper's value."""
+    if TRIAL_KEY not in sweep.keys or len(sweep.keys) != 1:
+        raise ValueError(f"sweep over '{TRIAL_KEY}' alone needed; this one is over "
+                         f"{', '.join(sweep.keys)}")
+    rows = sweep.quantity(label)
+    rows = rows[rows["status"] == "complete"]
+    stats = trials_table(sweep)
+    stats = stats[stats["label"] == label]
+    unit = str(rows["unit"].iloc[0]) if len(rows) else ""
+    scale, shown = (rate_scale(float(rows["measured"].max() or 0)) if unit == "bit/s"
+                    else (1.0, "" if unit in ("1", "fraction") else unit))
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+        ax.plot(rows[TRIAL_KEY].astype(float), rows["measured"].astype(float) / scale, "o",
+                color="C0", label="each run")
+        if len(stats) and stats["runs"].iloc[0]:
+            mean, sd = float(stats["mean"].iloc[0]), float(stats["sd"].iloc[0])
+            ax.axhline(mean / scale, color="C0", label=f"mean of {stats['runs'].iloc[0]}")
+            if math.isfinite(sd):
+                ax.axhspan((mean - sd) / scale, (mean + sd) / scale, color="C0", alpha=0.15,
+                           label="±1 sd")
+            ax.axhline(float(stats["paper"].iloc[0]) / scale, color="k", ls="--", lw=0.9,
+                       label="paper")
+            ax.legend(fontsize=9)
+        else:
+            ax.text(0.5, 0.5, f"no run measured {label!r}", transform=ax.transAxes,
+                    ha="center", color="grey")
+        ax.set_xlabel(f"{TRIAL_KEY} (one run each)")
+        ax.set_ylabel(f"{label} ({shown})" if shown else label)
+        ax.set_ylim(bottom=0)
+        fig.suptitle(f"{sweep.info.experiment}: {label} over {len(rows)} trials", x=0.01,
+                     ha="left", fontsize=11)
+        stem = name or "trials-" + re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-").lower()
         return save(fig, folder, stem)
