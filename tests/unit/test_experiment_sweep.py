@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from rich.console import Console
 
+from mcclab import cli
 from mcclab.analysis.protocols.generic import trials_quantity
 from mcclab.analysis.report import report_command
 from mcclab.analysis.sweep import load_sweep
@@ -207,7 +210,7 @@ def test_ctrl_c_inside_a_run_and_failures(tmp_path, spec):
     assert table["label"].isna().tolist() == [False, True, True]
 
 
-def test_trials_average_over_the_seeds_and_judge_the_mean(tmp_path, spec):
+def test_trials_average_over_the_seeds_and_judge_the_mean(tmp_path, spec, monkeypatch):
     runner = FakeRunner(raise_at={2: RuntimeError("lab broke")})
     folder = run_sweep(spec, "trials", "quick", sweep_options(tmp_path, runner)[0])
     table = pd.read_csv(folder / "trials.csv")
@@ -224,6 +227,13 @@ def test_trials_average_over_the_seeds_and_judge_the_mean(tmp_path, spec):
     page = (folder / "report.html").read_text()
     assert "Over the trials" in page and "2, 1 missing" in page and "3, 3 overloaded" in page
     assert read_trials(folder).equals(table)
+    # the closing table of `mcclab sweep`
+    monkeypatch.setattr(cli, "console", Console(record=True, width=200))
+    cli._print_trials(folder)
+    printed = cli.console.export_text()
+    assert "Over the trials" in printed
+    assert re.search(r"100kbit .*CBR throughput .* 2 .*110 kbit/s .* pass", printed), printed
+    assert re.search(r"400kbit .*CBR throughput .* 3 .*440 kbit/s .* fail", printed), printed
 
 
 def test_a_sweep_over_anything_else_has_no_trials(tmp_path, spec):
