@@ -7,6 +7,7 @@ experiments/ormcc-table1*.yaml) is committed; edit this file, not the output.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import textwrap
@@ -33,7 +34,7 @@ BETA_NOTE = ("# beta = 0.75 as in the paper's ns-2 simulations (Appendix I, sec.
              "# agents' default 0.65 is the paper's advice for user-level code (sec. III-A.5).\n")
 
 
-FIG4_SIZES = (8, 16, 24, 32)
+FIG4_SIZES = (8, 16, 24, 32, 64)
 # Linux has 32 multicast vifs per namespace and PIM takes one for pimreg
 # (mcclab/routing/limits.py): a router can route multicast on 31 interfaces.
 # With the unicast sources behind a second router r1, r0 has n + 2 of them and r1
@@ -70,37 +71,50 @@ def star_subset(n: int) -> str:
     def keep(node: str) -> bool:
         m = re.fullmatch(r"[sh](\d+)", node)
         return not m or int(m.group(1)) <= n
-    # Beyond ONE_HUB_MAX the second half of the leaves and of the sources each hang
-    # off one more router (r2 behind r0, r3 behind r1) over a plain veth.
-    half = n if n <= ONE_HUB_MAX else (n + 1) // 2
-    sources = "\n".join(f"  - {{endpoints: [{'r1' if i <= half else 'r3'}, s{i}]}}"
-                         for i in range(1, n + 1))
+    # Beyond ONE_HUB_MAX the leaves and the sources are cut into equal groups. Group g
+    # of the leaves sits on r0 (g = 0) or on r<2g> behind r0, group g of the sources
+    # on r1 or on r<2g+1> behind r1, each extra router over a plain veth.
+    groups = math.ceil(n / ONE_HUB_MAX)
+    size = math.ceil(n / groups)
+
+    def router(i: int, first: int) -> str:
+        """The router of leaf or source i: group 0 on ``first``, group g on r<2g + first>."""
+        g = (i - 1) // size
+        return f"r{first if g == 0 else 2 * g + first}"
+
+    sources = "\n".join(f"  - {{endpoints: [{router(i, 1)}, s{i}]}}" for i in range(1, n + 1))
     nodes = "  r1: {kind: router}      # router of the unicast sources (lab choice)"
     links = SOURCE_ROUTER
     split = ""
-    if half < n:
-        nodes += ("\n  r2: {kind: router}      # router of the second half of the leaves"
-                  "\n  r3: {kind: router}      # router of the second half of the sources")
-        links += ("\n  - {endpoints: [r0, r2]}   # plain veth, never congested (lab choice: vifs)"
-                  "\n  - {endpoints: [r1, r3]}   # plain veth, never congested (lab choice: vifs)")
-        split = (f"# h{half + 1}..h{n} hang off r2 behind r0 and s{half + 1}..s{n} off r3 behind r1,\n"
-                 "# each over a plain veth (no delay, no queue), so every router has at most 31 interfaces.\n")
+    for g in range(1, groups):
+        lo, hi = g * size + 1, min(n, (g + 1) * size)
+        nodes += (f"\n  r{2 * g}: {{kind: router}}      # router of h{lo}..h{hi}"
+                  f"\n  r{2 * g + 1}: {{kind: router}}      # router of s{lo}..s{hi}")
+        links += (f"\n  - {{endpoints: [r0, r{2 * g}]}}   # plain veth, never congested"
+                  " (lab choice: vifs)"
+                  f"\n  - {{endpoints: [r1, r{2 * g + 1}]}}   # plain veth, never congested"
+                  " (lab choice: vifs)")
+        split += (f"# h{lo}..h{hi} hang off r{2 * g} behind r0 and s{lo}..s{hi} off "
+                  f"r{2 * g + 1} behind r1,\n")
+    if split:
+        split += ("# each over a plain veth (no delay, no queue), so every router has at most "
+                  "31 interfaces.\n")
     text = subset(
         f"ormcc-fig3-n{n}", keep,
-        f"# ormcc-fig3.yaml with only s1..s{n} and h1..h{n}; the unicast sources sit on a\n"
+        f"# ormcc-fig3.yaml with {'all of' if n == 64 else 'only'} s1..s{n} and h1..h{n};"
+        " the unicast sources sit on a\n"
         "# second router r1 (unshaped links) whose link to r0 has the source links'\n"
         "# 100 Mbit/s and 10 ms (1000-packet queue: never congested), so r0 has n + 2\n"
         "# interfaces, within the kernel's 31 usable multicast vifs (the paper's one\n"
         "# router with 2n + 1 links is not). Base RTT s<i> - h<i> stays 100 ms.\n" + split,
         extra_nodes=nodes, extra_links=links + "\n" + sources,
         drop_link=lambda line: re.search(r"endpoints: \[s\d+, r0\]", line) is not None)
-    if half < n:
-        text = re.sub(r"endpoints: \[r0, h(\d+)\]",
-                      lambda m: f"endpoints: [{'r0' if int(m.group(1)) <= half else 'r2'},"
-                                f" h{m.group(1)}]", text)
+    text = re.sub(r"endpoints: \[r0, h(\d+)\]",
+                  lambda m: f"endpoints: [{router(int(m.group(1)), 0)}, h{m.group(1)}]", text)
     return text.replace("description: >-\n  Star around router r0",
-                        f"description: >-\n  ormcc-fig3 with {n} leaves instead of 64, sources on"
-                        " router r1. Star around router r0")
+                        f"description: >-\n  ormcc-fig3 with {n} leaves"
+                        f"{'' if n == 64 else ' instead of 64'}, sources on router r1."
+                        " Star around router r0")
 
 
 def numbered_subset(base: str, host: str, n: int, why: str,

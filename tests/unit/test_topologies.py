@@ -63,6 +63,7 @@ SOURCES = {
     "ormcc-fig3-n16": "src",
     "ormcc-fig3-n24": "src",
     "ormcc-fig3-n32": "src",
+    "ormcc-fig3-n64": "src",
     "ormcc-fig5-n4": "src1",
     "ormcc-fig7-n8": "src",
     "ormcc-fig10-n8": "src",
@@ -272,14 +273,20 @@ def test_ormcc_fig3_star_of_64_receivers():
         assert link.direction(True).queue.limit == 50  # 50 kB / 1000 B
 
 
-def test_ormcc_fig3_n32_splits_leaves_and_sources_without_changing_a_path():
-    """Past 29 leaves the second halves move behind plain veths; every path stays the same."""
-    t = topo("ormcc-fig3-n32")
+@pytest.mark.parametrize(("n", "last_of_group"), [(32, (16, 32)), (64, (22, 44, 64))])
+def test_ormcc_fig3_split_over_routers_without_changing_a_path(n, last_of_group):
+    """Past 29 leaves, groups of leaves and sources move behind plain veths; no path changes."""
+    t = topo(f"ormcc-fig3-n{n}")
     assert vif_problems(t.routing.backend, router_interfaces(t)) == []
-    assert link_between(t, "r2", "h32") and link_between(t, "r3", "s32")
-    for plain in (link_between(t, "r0", "r2"), link_between(t, "r1", "r3")):
-        assert not any(needs_emulation(plain.direction(fwd)) for fwd in (True, False))
-    for i in (1, 16, 17, 32):
+    firsts = (1, *(last + 1 for last in last_of_group[:-1]))
+    for g, (first, last) in enumerate(zip(firsts, last_of_group, strict=True)):
+        leaves, sources = ("r0", "r1") if g == 0 else (f"r{2 * g}", f"r{2 * g + 1}")
+        assert link_between(t, leaves, f"h{first}") and link_between(t, leaves, f"h{last}")
+        assert link_between(t, sources, f"s{first}") and link_between(t, sources, f"s{last}")
+        if g:
+            for plain in (link_between(t, "r0", leaves), link_between(t, "r1", sources)):
+                assert not any(needs_emulation(plain.direction(fwd)) for fwd in (True, False))
+    for i in sorted({*firsts, *last_of_group}):
         rx = f"h{i}"
         assert one_way(t, "src", rx) == pytest.approx(one_way(t, "src", "h1"))
         assert one_way(t, f"s{i}", rx) == pytest.approx(0.050)  # base RTT 100 ms
