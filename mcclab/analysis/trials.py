@@ -96,6 +96,7 @@ def read_trials(folder: Path) -> pd.DataFrame | None:
     path = folder / "trials.csv"
     if not path.is_file():
         return None
-    table = pd.read_csv(path)
-    table["unit"] = table["unit"].fillna("")  # CSV has no None: an empty unit reads as NaN
+    # Only empty cells are missing: pandas would read the verdict "n/a" as NaN.
+    table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    table["unit"] = table["unit"].fillna("")
     return table

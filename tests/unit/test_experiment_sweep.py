@@ -234,6 +234,12 @@ def test_trials_average_over_the_seeds_and_judge_the_mean(tmp_path, spec, monkey
     assert "Over the trials" in printed
     assert re.search(r"100kbit .*CBR throughput .* 2 .*110 kbit/s .* pass", printed), printed
     assert re.search(r"400kbit .*CBR throughput .* 3 .*440 kbit/s .* fail", printed), printed
+    # a quantity without a criterion has the verdict "n/a", which pandas reads as NaN
+    table.loc[0, "verdict"] = "n/a"
+    table.to_csv(folder / "trials.csv", index=False)
+    assert read_trials(folder)["verdict"].tolist() == ["n/a", "fail"]
+    cli._print_trials(folder)
+    assert re.search(r"100kbit .*110 kbit/s .* n/a", cli.console.export_text()), printed
 
 
 def test_a_sweep_over_anything_else_has_no_trials(tmp_path, spec):
