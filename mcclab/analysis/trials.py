@@ -61,9 +61,10 @@ def trials_table(sweep: Sweep) -> pd.DataFrame:
     for point in sweep.points:
         key = tuple(table_cell(point.record.set.get(k)) for k in groups)
         by_group.setdefault(key, []).append(point)
+    criteria = _criteria(sweep)
     rows = []
     for values, points in by_group.items():
-        for label, q in _criteria(sweep).items():
+        for label, q in criteria.items():
             measured, overloaded = [], 0
             for point in points:
                 if point.record.status != "complete" or point.summary is None:
