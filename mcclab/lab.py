@@ -63,6 +63,9 @@ class LabOptions:
     features: KernelFeatures | None = None  # probe once and pass in to save time
     lock_timeout: float = 0.0  # seconds to wait for another lab on this machine to finish
     extra_checks: list[str] = field(default_factory=list)
+    # The userspace emulator's random drops (loss, RED, Gilbert-Elliott) draw from
+    # this seed: a run gives its experiment's seed, so trials over seeds differ.
+    link_seed: int = 1
 
 
 def _root_networks() -> list[ipaddress.IPv4Network]:

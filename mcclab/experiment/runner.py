@@ -29,7 +29,7 @@ import yaml
 from mcclab.experiment import tables
 from mcclab.experiment.launch import Launch, LaunchPlan, plan_launches
 from mcclab.experiment.loader import REPO, Resolved
-from mcclab.experiment.spec import MulticastFlow
+from mcclab.experiment.spec import Experiment, MulticastFlow
 from mcclab.forkserver import ForkServer, forkable, preload, start_tool
 from mcclab.lab import Lab, LabOptions
 from mcclab.monitoring import Monitoring, start_monitoring
@@ -248,6 +248,14 @@ def _sample_links(lab: Lab, st: RunState, t: int) -> None:
         st.link_rows.append(row)
 
 
+def lab_options(exp: Experiment, run_dir: Path, options: RunOptions) -> LabOptions:
+    """How a run brings its lab up: named after the run, the experiment's seed for the links."""
+    return LabOptions(lab_id=f"{exp.name}-{run_dir.name}",
+                      readiness_timeout=options.readiness_timeout,
+                      lock_timeout=options.lock_timeout, progress=options.progress,
+                      link_seed=exp.seed)
+
+
 def execute(res: Resolved, options: RunOptions) -> Path:
     """Run a resolved experiment and return its results folder."""
     exp = res.experiment
@@ -268,10 +276,7 @@ def execute(res: Resolved, options: RunOptions) -> Path:
         raise Interrupted(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    lab = Lab(res.topology, LabOptions(lab_id=f"{exp.name}-{run_dir.name}",
-                                       readiness_timeout=options.readiness_timeout,
-                                       lock_timeout=options.lock_timeout,
-                                       progress=options.progress))
+    lab = Lab(res.topology, lab_options(exp, run_dir, options))
     launch_plan: LaunchPlan | None = None
     monitoring: Monitoring | None = None
     try:

@@ -209,9 +209,10 @@ class UserspaceEmulation(LinkEmulation):
 
     def __init__(self, topo: Topology, plan: AddressPlan, state: LabState, runner: Runner,
                  reason: str = "", binary: Path | None = None, spin_us: int | None = None,
-                 rt_priority: int | None = None):
+                 rt_priority: int | None = None, seed: int = userspace.SEED):
         super().__init__(reason=reason, notes=warnings(topo, "userspace"))
         self.topo, self.plan, self.state, self.runner = topo, plan, state, runner
+        self.seed = seed
         self.binary = binary or userspace.linkemu_binary()
         self.spin_us = spin_us if spin_us is not None else _env_int(SPIN_ENV)
         self.rt_priority = (rt_priority if rt_priority is not None
@@ -230,7 +231,7 @@ class UserspaceEmulation(LinkEmulation):
         return {
             node: Emulator(node, placed, self.dir / f"{node}.conf",
                            self.dir / f"{node}.stats.json", self.state.path / "logs" /
-                           f"linkemu-{node}.log", userspace.node_config(node, placed))
+                           f"linkemu-{node}.log", userspace.node_config(node, placed, self.seed))
             for node, placed in by_node.items()
         }
 
@@ -460,7 +461,8 @@ def start_links(lab: Lab, progress: Progress) -> LinkEmulation:
     reason = selection_reason(lab.topo, features) if features else "chosen by the caller"
     emulation: LinkEmulation
     if backend == "userspace":
-        emulation = UserspaceEmulation(lab.topo, lab.plan, lab.state, lab.runner, reason)
+        emulation = UserspaceEmulation(lab.topo, lab.plan, lab.state, lab.runner, reason,
+                                       seed=lab.options.link_seed)
         emulation.start(progress)
     elif backend == "kernel":
         emulation = KernelEmulation(lab.topo, lab.plan, lab.runner, reason)

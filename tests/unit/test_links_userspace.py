@@ -242,3 +242,30 @@ def test_emulator_rejects_a_priority_outside_the_fifo_range(tmp_path):
         out = subprocess.run([str(BINARY), "--config", str(conf), "--rt-priority", bad,
                               "--check"], capture_output=True, text=True)
         assert out.returncode == 2 and "--rt-priority" in out.stderr, (bad, out)
+
+
+def test_a_runs_seed_reaches_every_emulator_config(tmp_path, monkeypatch):
+    """The experiment's seed draws the links' random drops, so trials over seeds differ."""
+    from types import SimpleNamespace
+
+    from mcclab.experiment.loader import resolve
+    from mcclab.experiment.runner import RunOptions, lab_options
+    from mcclab.links.emulation import start_links
+
+    res = resolve("webrc-fig4", "quick", ["seed=7"])
+    options = lab_options(res.experiment, tmp_path / "run", RunOptions(results=tmp_path))
+    assert options.link_seed == 7
+    state = LabState(lab_id="unit")
+    monkeypatch.setattr(type(state), "path", property(lambda self: tmp_path / "lab"))
+    monkeypatch.setattr(UserspaceEmulation, "start", lambda self, progress: None)
+    lab = SimpleNamespace(topo=res.topology, plan=plan_addresses(res.topology), state=state,
+                          runner=Runner(dry_run=True), options=options, features=None,
+                          link_backend="userspace")
+    emulation = start_links(lab, lambda *step: None)
+    configs = [emu.text for emu in emulation._layout(res.topology).values()]
+    lines = [line for text in configs for line in text.splitlines() if line.startswith("queue=")]
+    assert lines and all(line.endswith(" seed=7") for line in lines)
+    # without a run (mcclab up, benches) the links keep the emulator's default seed
+    default = UserspaceEmulation(res.topology, lab.plan, state, lab.runner)
+    assert all(text.count("seed=1\n") == text.count("queue=")
+               for text in (e.text for e in default._layout(res.topology).values()))
