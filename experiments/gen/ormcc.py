@@ -378,6 +378,9 @@ profiles:
 """
 
 
+FIG6_TRIALS = 5  # enough for a mean and a spread on two cores (the paper: one run)
+
+
 def fig6() -> str:
     """ORMCC Fig. 6 (sec. V-B): multiple-bottleneck fairness on the Fig. 5 chain."""
     groups = {g: ", ".join(f"g{g}h{i}" for i in range(1, 17)) for g in (1, 2, 3)}
@@ -453,6 +456,17 @@ profiles:
       flows.short2.receivers: {quick_groups[2]}
       flows.short3.receivers: {quick_groups[3]}
   paper: {{}}
+sweeps:
+  trials:
+    description: >-
+      The same run with seeds 1-{FIG6_TRIALS}: other RED drop draws on the two bottlenecks.
+      The paper shows one simulation; the mean over the trials says where the long
+      flow's share sits, and the spread how far one run moves.
+    over:
+      seed: [{", ".join(str(k) for k in range(1, FIG6_TRIALS + 1))}]
+    figures:
+      - {{figure: generic.trials_quantity, args: {{label: "long flow's share of a bottleneck"}}}}
+      - {{figure: generic.trials_quantity, args: {{label: "long flow's rate over short flow 2's"}}}}
 """
 
 
