@@ -102,19 +102,17 @@ def _trials(sweep: Sweep) -> str:
              "<th class='num'>sd</th><th class='num'>min – max</th><th class='num'>paper</th>")
     rows = []
     for row in table.to_dict("records"):
-        def fmt(value: float, row: dict = row) -> str:
-            """A value in the quantity's unit ('–' when missing)."""
-            return format_value(row["kind"], value, row["unit"])
-
+        shown = {c: _e(format_value(row["kind"], row[c], row["unit"]))
+                 for c in ("mean", "sd", "min", "max", "paper")}
         extra = "".join(f", {n} {what}" for n, what in ((row["missing"], "missing"),
                                                         (row["overloaded"], "overloaded"))
                         if n)
         cells = "".join(f"<td>{_e(row[k])}</td>" for k in groups)
         cells += (f"<td>{_e(row['label'])}</td><td class='num'>{row['runs']}{_e(extra)}</td>"
-                  f"<td class='num'>{_e(fmt(row['mean']))} {_verdict(row['verdict'])}</td>"
-                  f"<td class='num'>{_e(fmt(row['sd']))}</td>"
-                  f"<td class='num'>{_e(fmt(row['min']))} – {_e(fmt(row['max']))}</td>"
-                  f"<td class='num'>{_e(fmt(row['paper']))}</td>")
+                  f"<td class='num'>{shown['mean']} {_verdict(row['verdict'])}</td>"
+                  f"<td class='num'>{shown['sd']}</td>"
+                  f"<td class='num'>{shown['min']} – {shown['max']}</td>"
+                  f"<td class='num'>{shown['paper']}</td>")
         rows.append(f"<tr>{cells}</tr>")
     return (f"<h2>Over the trials</h2><table><thead><tr>{head}</tr></thead><tbody>"
             f"{''.join(rows)}</tbody></table><p class='why'>Within a row the runs differ only "
