@@ -10,6 +10,10 @@ leave latency)::
     result = simulate(session, sender="s", receivers=["r1", "r2"], duration=10.0,
                       links={"r2": Link(delay=0.02, loss=0.01)})
     result.receivers["r1"].agent.stats.received().packets
+
+or through a :class:`Router` that several links share (``Link(via="r2")``): its
+delay and loss count once for all of them, and only the first join to reach it
+travels on towards the sender (a tree of depth two, WEBRC's Fig. 3).
 """
 
 from __future__ import annotations
@@ -77,6 +81,68 @@ class Link:
     join_delay: float = 0.0
     leave_delay: float = 0.0
     feedback_loss: float = 0.0  # random loss of unicast feedback, each way
+    via: str | None = None  # a shared Router between the sender and this link
+
+
+@dataclass
+class Router:
+    """A router shared by the links that name it (``Link.via``), on their way from the
+    sender: ``delay`` and random ``loss`` from the sender to it, once for all of them.
+
+    It forwards a group down a link once that link's join reached it (the link's
+    ``join_delay``), and it starts receiving the group ``join_delay`` after the first
+    such join, which it passes up; a later join finds the group flowing or on its way
+    (WEBRC sec. 4.4: only the first join to reach a router travels further). It stops
+    ``leave_delay`` after no link wants the group any more.
+    """
+
+    delay: float = 0.0
+    loss: float = 0.0
+    join_delay: float = 0.0
+    leave_delay: float = 0.0
+
+
+class SimRouter:
+    """A :class:`Router` in a simulation: which groups it receives, and its links."""
+
+    def __init__(self, net: SimNetwork, name: str, router: Router):
+        self.net = net
+        self.name = name
+        self.router = router
+        self.ports: list[SimPort] = []
+        self.wanted: set[int] = set()  # a join passed up, no leave since
+        self.receiving: set[int] = set()  # the sender's side forwards these here
+        self.counters = LinkCounters()
+
+    def request(self, channel: int) -> None:
+        """A link's join reached the router: pass it up unless it already did."""
+        if channel in self.wanted:
+            return
+        self.wanted.add(channel)
+        self.net.loop.call_at(self.net.loop.now() + self.router.join_delay,
+                              lambda: self.receiving.add(channel) if channel in self.wanted
+                              else None)
+
+    def release(self, channel: int) -> None:
+        """A link's leave reached the router: pass it up when no link wants the group."""
+        if any(channel in port.forwarded for port in self.ports):
+            return
+        self.wanted.discard(channel)
+        self.net.loop.call_at(self.net.loop.now() + self.router.leave_delay,
+                              lambda: self.receiving.discard(channel)
+                              if channel not in self.wanted else None)
+
+    def offer(self, channel: int, data: bytes) -> None:
+        """A packet leaves the sender: it reaches the router's links after ``delay``."""
+        if channel not in self.receiving:
+            return
+        self.counters.offered += 1
+        if self.router.loss and self.net.rng.random() < self.router.loss:
+            self.counters.lost += 1
+            return
+        self.counters.delivered += 1
+        self.net.loop.call_at(self.net.loop.now() + self.router.delay,
+                              lambda: [port.offer(channel, data) for port in self.ports])
 
 
 @dataclass
@@ -100,6 +166,12 @@ class SimPort:
         self.counters = LinkCounters()
         self._departures: deque[float] = deque()
         self._busy_until = 0.0
+        self.router: SimRouter | None = None
+        if link.via is not None:
+            if link.via not in net.routers:
+                raise ValueError(f"link of {name!r}: no router {link.via!r}")
+            self.router = net.routers[link.via]
+            self.router.ports.append(self)
 
     # the Transport interface
     def send(self, channel: int, data: bytes) -> bool:
@@ -127,8 +199,12 @@ class SimPort:
         # A leave followed by a quick re-join must not undo the re-join.
         if on:
             self.forwarded.add(channel)
+            if self.router is not None:
+                self.router.request(channel)
         elif channel not in self.sockets:
             self.forwarded.discard(channel)
+            if self.router is not None:
+                self.router.release(channel)
 
     # the link
     def offer(self, channel: int, data: bytes) -> None:
@@ -162,10 +238,11 @@ class SimPort:
 class SimNetwork:
     """Every packet a port sends is offered to every other port's link."""
 
-    def __init__(self, loop: SimLoop, seed: int = 0):
+    def __init__(self, loop: SimLoop, seed: int = 0, routers: dict[str, Router] | None = None):
         self.loop = loop
         self.rng = random.Random(seed)
         self.ports: dict[str, SimPort] = {}
+        self.routers = {name: SimRouter(self, name, r) for name, r in (routers or {}).items()}
 
     def port(self, name: str, link: Link) -> SimPort:
         self.ports[name] = SimPort(self, name, link)
@@ -190,8 +267,10 @@ class SimNetwork:
 
     def transmit(self, sender: SimPort, channel: int, data: bytes) -> None:
         for port in self.ports.values():
-            if port is not sender:
+            if port is not sender and port.router is None:
                 port.offer(channel, data)
+        for router in self.routers.values():
+            router.offer(channel, data)
 
 
 @dataclass
@@ -214,10 +293,10 @@ class SimNode:
 class Simulation:
     """Build nodes, then :meth:`run`."""
 
-    def __init__(self, session: Session, seed: int = 0):
+    def __init__(self, session: Session, seed: int = 0, routers: dict[str, Router] | None = None):
         self.session = session
         self.loop = SimLoop()
-        self.net = SimNetwork(self.loop, seed)
+        self.net = SimNetwork(self.loop, seed, routers)
         self.nodes: dict[str, SimNode] = {}
 
     def add(self, name: str, role: str, link: Link | None = None, start: float = 0.0) -> SimNode:
@@ -258,9 +337,11 @@ class SimResult:
 
 def simulate(session: Session, sender: str = "s", receivers: Iterable[str] = ("r",),
              duration: float = 10.0, links: Link | dict[str, Link] | None = None,
-             starts: dict[str, float] | None = None, seed: int = 0) -> SimResult:
-    """One sender and some receivers for ``duration`` simulated seconds."""
-    sim = Simulation(session, seed)
+             starts: dict[str, float] | None = None, seed: int = 0,
+             routers: dict[str, Router] | None = None) -> SimResult:
+    """One sender and some receivers for ``duration`` simulated seconds; ``routers`` are
+    the shared routers the links may name (``Link.via``)."""
+    sim = Simulation(session, seed, routers)
     starts = starts or {}
     send_node = sim.add(sender, "sender", start=starts.get(sender, 0.0))
     nodes = {}

@@ -20,7 +20,7 @@ from agents.runtime.loop import EventLoop
 from agents.runtime.metrics import AgentMetrics
 from agents.runtime.registry import ProtocolSpec, register, unregister
 from agents.runtime.session import Session
-from agents.sim import Link, Simulation
+from agents.sim import Link, Router, Simulation
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,39 @@ def test_rejoin_before_prune_keeps_forwarding_and_join_delay_is_logged(toy):
     # Re-joined at 2 s while the routers still forwarded (leave latency 2.5 s): no join wait.
     assert firsts[-1] == (1, pytest.approx(0.0, abs=0.11))
     assert r.agent.stats.channels[1].lost == 0
+
+
+def test_a_shared_router_passes_the_first_join_up_and_loses_a_packet_for_all(toy):
+    sim = Simulation(toy, seed=3, routers={
+        "r": Router(delay=0.1, loss=0.25, join_delay=0.3, leave_delay=0.3)})
+    sim.add("s", "sender")
+    a = sim.add("a", "receiver", Link(delay=0.01, join_delay=0.01, via="r"))
+    b = sim.add("b", "receiver", Link(delay=0.02, join_delay=0.02, via="r"), start=1.05)
+    sim.run(4.0)
+
+    def first(node, channel):
+        return next(x["after_join"] for x in node.records("first_packet")
+                    if x["channel"] == channel)
+
+    # a's join reaches r at 0.01 s and r passes it up (0.3 s): channel 1's packets leave
+    # every 0.2 s from 0 s, so the first one sent after 0.31 s (0.4 s, or one 0.2 s
+    # later for each that r lost) arrives 0.11 s after it left.
+    late = (first(a, 1) - 0.51) / 0.2
+    assert late == pytest.approx(round(late)) and 0 <= round(late) <= 3
+    # b's join finds both groups flowing at r (a left channel 1 at 1 s, but b's join
+    # came before r's leave took effect): no router join delay, only b's own hop.
+    assert first(b, 0) < 0.3 and first(b, 1) < 0.3
+    # One loss at r for both: the channel-0 packets both received while joined match.
+    def seqs(node):
+        return {h.seq for _, h, _, _ in node.agent.core.seen
+                if h.channel == 0 and 1.5 <= h.send_ns / 1e9 <= 3.5}
+    assert seqs(a) == seqs(b) and 5 <= len(seqs(a)) < 11
+    assert sim.net.routers["r"].counters.lost > 0
+
+
+def test_a_link_via_an_unknown_router_is_refused(toy):
+    with pytest.raises(ValueError, match="no router 'r9'"):
+        Simulation(toy).add("a", "receiver", Link(via="r9"))
 
 
 def test_bottleneck_link_drops_become_loss(toy):
