@@ -59,6 +59,10 @@ class WebrcParams(BaseModel):
         True, description="a wave's MRTT sample is its first packet's time minus half the "
                           "wave's packet spacing there (sec. 4.4's taut RTT; docs/webrc.md)")
     initial_artt: Duration = Field(0.5, gt=0, description="ARTT before any MRTT sample")
+    epoch_phase: Duration | None = Field(
+        None, ge=0, description="epochs end at k*EL + this on the agents' clock (the lab's "
+                                "CLOCK_MONOTONIC, shared by every agent, as ns-2's clock is); "
+                                "none: every EL from the receiver's own start (docs/webrc.md)")
 
     @field_validator("packet_size")
     @classmethod

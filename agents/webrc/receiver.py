@@ -42,6 +42,13 @@ Choices where the paper is silent (all in :class:`~agents.webrc.params.WebrcPara
   Eq. 6. The base channel's sample stays raw (sec. 5.1.1 calls it biased upward by the
   base channel's packet interval).
 * SSR after start-up shrinks to ``ssr_factor`` * TRR at every loss event.
+* Epochs run every EL from the receiver's own start, so two receivers decide at an
+  unrelated phase; ``epoch_phase`` puts every receiver's boundaries on one grid of the
+  agents' shared clock instead (``k * EL + phase``; the first epoch is then shorter).
+  Which of the two the paper's ns runs had is not said, and the phase between two
+  receivers sets how often their joins to one wave fall close enough together for
+  the later one to find no forwarding state yet at the shared router: a slack cycle
+  (sec. 4.4), which raises both MRTTs (measured for sec. 5.3.1 in docs/webrc.md).
 * RR and IRR of an epoch are its packets over the time since the previous epoch was
   closed (when the epoch timers actually ran), not over EL. A receiver stalled across
   an epoch's end reads what arrived meanwhile before its late epoch timer runs: that
@@ -141,7 +148,7 @@ class WebrcReceiver(ReceiverCore):
     def start(self, now: float) -> list[Action]:
         self.base_join_at = now
         self.epoch_start = self.counted_from = now
-        self.next_epoch = now + self.el
+        self.next_epoch = self._epoch_after(now)
         m = self.model
         return [Log("webrc_receiver", {"n": m.n, "t": m.t, "sr_pps": m.sr}),
                 Join(self.base), SetTimer(EPOCH, self.next_epoch)]
@@ -309,9 +316,18 @@ class WebrcReceiver(ReceiverCore):
         self.epoch_start = self.next_epoch
         self.next_epoch += self.el
         if self.next_epoch <= now:  # far behind (a stalled process): realign
-            self.epoch_start, self.next_epoch = now, now + self.el
+            self.epoch_start, self.next_epoch = now, self._epoch_after(now)
         actions.append(SetTimer(EPOCH, self.next_epoch))
         return actions
+
+    def _epoch_after(self, now: float) -> float:
+        """The end of the epoch that begins at ``now``: EL later, or the next point of
+        the ``epoch_phase`` grid."""
+        phase = self.params.epoch_phase
+        if phase is None:
+            return now + self.el
+        k = math.floor((now - phase) / self.el) + 1
+        return phase + k * self.el
 
     def target_rate(self) -> float:
         """Eq. 5 (exponent 3 on TRR during start-up)."""

@@ -208,6 +208,37 @@ def test_a_stall_across_an_epochs_end_is_not_rr_lag():
     assert core.startup and core.rr == pytest.approx(4 / 0.2)
 
 
+def epoch_timers(actions):
+    return [a.at for a in actions if isinstance(a, SetTimer) and a.timer_id == EPOCH]
+
+
+def test_epochs_run_from_the_receivers_own_start_by_default():
+    core = WebrcReceiver(WebrcParams(**PARAMS))
+    assert epoch_timers(core.start(0.93)) == [pytest.approx(1.43)]
+    assert epoch_timers(core.on_timer(1.43, EPOCH)) == [pytest.approx(1.93)]
+
+
+def test_an_epoch_phase_puts_every_receiver_on_one_grid_of_the_shared_clock():
+    params = WebrcParams(**PARAMS, epoch_phase="200ms")
+    a, b = WebrcReceiver(params), WebrcReceiver(params)
+    # started 191.07 s apart, at unrelated phases: the first epoch is cut short so that
+    # both decide at 0.2 s past every half second
+    assert epoch_timers(a.start(8.93)) == [pytest.approx(9.2)]
+    assert epoch_timers(b.start(200.0)) == [pytest.approx(200.2)]
+    assert epoch_timers(a.on_timer(9.2, EPOCH)) == [pytest.approx(9.7)]
+    assert epoch_timers(b.on_timer(200.2, EPOCH)) == [pytest.approx(200.7)]
+    # a receiver that starts on a grid point runs a whole first epoch
+    assert epoch_timers(WebrcReceiver(params).start(3.2)) == [pytest.approx(3.7)]
+
+
+def test_a_stalled_receiver_realigns_to_its_epoch_grid():
+    core = WebrcReceiver(WebrcParams(**PARAMS, epoch_phase="100ms"))
+    core.start(0.0)  # first end at 0.1
+    # the timer due at 0.1 s runs at 2.33 s: the next end is on the grid, not 2.83 s
+    assert epoch_timers(core.on_timer(2.33, EPOCH)) == [pytest.approx(2.6)]
+    assert core.epoch_start == pytest.approx(2.33)
+
+
 def test_flat_reception_rate_blocks_joins_and_resets_lossp():
     feed = Feed(base_mrtt_sample=False)
     core = feed.core
@@ -242,13 +273,13 @@ def test_metrics_are_finite_gauges():
 # -- whole sessions in simulated time ----------------------------------------------------
 
 
-def session(params):
+def session(params, nodes=None):
     n = WebrcParams.model_validate(params).channels
     return Session.model_validate({
         "protocol": "webrc", "flow": "w", "session_id": 5, "source": "10.0.0.1",
         "channels": [{"group": f"239.5.{i // 250}.{i % 250 + 1}", "port": 5000}
                      for i in range(n)],
-        "params": params})
+        "params": params, "nodes": nodes or {}})
 
 
 def steady(node, start):
