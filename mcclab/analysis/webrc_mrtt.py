@@ -186,3 +186,41 @@ def expected_mrtt(r0: float, lossp: float, p: float = 0.75) -> float:
     k = tcp_rate(lossp, 1.0)
     denominator = 1 - 1 / (2 * (1 - p) * k)
     return r0 / denominator if denominator > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class WavePair:
+    """Two receivers' MRTT samples of one wave (sec. 4.4's cycle structure for a pair)."""
+
+    first: Sample
+    second: Sample
+
+    @property
+    def gap(self) -> float:
+        """The second receiver's join minus the first's (s): negative when it came first."""
+        return self.second.t_join - self.first.t_join
+
+    @property
+    def total(self) -> float:
+        """The two values fed into ARTT, summed: the tree's delays when both cycles are
+        taut (sec. 4.4), more when the later join waited at the shared router."""
+        return self.first.used + self.second.used
+
+    @property
+    def slack(self) -> bool:
+        """Both first packets were one packet: the later join reached the shared router
+        before the wave and waited for it (a slack cycle, sec. 4.4); a taut later join
+        finds the wave flowing and gets a later packet."""
+        return self.first.psn == self.second.psn
+
+
+def wave_pairs(first: list[Sample], second: list[Sample], within: float) -> list[WavePair]:
+    """The waves both receivers sampled, in the first's order: a sample of each on the
+    same channel with joins less than ``within`` apart (a channel's next wave comes T
+    slots later, so a slot's duration tells them apart)."""
+    pairs = []
+    for a in first:
+        near = [b for b in second if b.cn == a.cn and abs(b.t_join - a.t_join) < within]
+        if near:
+            pairs.append(WavePair(a, min(near, key=lambda b: abs(b.t_join - a.t_join))))
+    return pairs

@@ -26,9 +26,11 @@ from mcclab.analysis.sweep import Sweep  # noqa: E402
 from mcclab.analysis.webrc_mrtt import (  # noqa: E402
     Sample,
     Schedule,
+    WavePair,
     decompose,
     expected_mrtt,
     samples,
+    wave_pairs,
 )
 from mcclab.experiment.tables import event_records  # noqa: E402
 
@@ -173,6 +175,68 @@ def mrtt(run: Run, flow: str, node: str, part: str = "sample") -> float:
     return {"sample": d.mrtt, "used": d.used, "down": d.down, "join": d.join, "wait": d.wait,
             "artt_lag": d.artt_lag, "join_low": d.join_low, "join_high": d.join_high,
             "spacing": d.spacing}[part]
+
+
+def _pairs(run: Run, flow: str, nodes: list[str], window: bool = True) -> list[WavePair]:
+    """The waves two receivers of ``flow`` both sampled (in the window unless not)."""
+    if len(nodes) != 2:
+        raise ValueError(f"nodes must name two receivers, not {nodes!r}")
+    from agents.webrc.params import WebrcParams
+
+    tsd = WebrcParams.model_validate(_flow_extra(run, flow).get("params") or {}).tsd
+    first, second = (mrtt_samples(run, flow, node, window) for node in nodes)
+    return wave_pairs(first, second, within=tsd)
+
+
+@measure("webrc.pair_mrtt", unit="s")
+def pair_mrtt(run: Run, flow: str, nodes: list[str]) -> float:
+    """Mean over the window's waves that both ``nodes`` sampled of their two MRTT values
+    (as fed into ARTT) summed: sec. 4.4, at least the delays of the tree's links, equal
+    to them when both cycles are taut (Fig. 3: X + Y + Z); ``nan`` without such waves."""
+    pairs = _pairs(run, flow, nodes)
+    return float(sum(p.total for p in pairs) / len(pairs)) if pairs else math.nan
+
+
+@measure("webrc.slack_waves", unit="1")
+def slack_waves(run: Run, flow: str, nodes: list[str]) -> float:
+    """Fraction of the window's waves that both ``nodes`` sampled in which their first
+    packet was the same packet (PSN): the later join reached the shared router before
+    the wave did and waited for it, a slack cycle (sec. 4.4); ``nan`` without waves."""
+    pairs = _pairs(run, flow, nodes)
+    return sum(p.slack for p in pairs) / len(pairs) if pairs else math.nan
+
+
+@figure("webrc.wave_pairs")
+def wave_pairs_figure(run: Run, folder: Path, flow: str, nodes: list[str],
+                      taut: str | None = None) -> list[Path]:
+    """Per wave both receivers sampled: the sum of their two MRTT values against the time
+    between their joins (second node's minus first's), the window's waves taut (blue) or
+    slack (red, :func:`slack_waves`); ``taut`` (a duration, the tree's delays) draws sec.
+    4.4's sum when both cycles are taut."""
+    from mcclab.model.units import parse_duration
+
+    pairs = _pairs(run, flow, nodes, window=False)
+    if not pairs:
+        return []
+    inside = {p.first.t_join for p in _pairs(run, flow, nodes)}
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for label, keep, slack, style in (
+                ("waves before the window", False, None, {"color": "#bbbbbb", "marker": "o"}),
+                ("in the window, taut", True, False, {"color": "C0", "marker": "o"}),
+                ("in the window, slack (one first packet for both)", True, True,
+                 {"color": "C3", "marker": "s"})):
+            chosen = [p for p in pairs if (p.first.t_join in inside) == keep
+                      and (slack is None or p.slack == slack)]
+            ax.plot([p.gap for p in chosen], [p.total for p in chosen], ls="none", ms=4,
+                    label=f"{label} ({len(chosen)})", **style)
+        if taut is not None:
+            ax.axhline(parse_duration(taut), color="k", lw=1, ls="--",
+                       label="both cycles taut (sec. 4.4)")
+        ax.set_xlabel(f"{nodes[1]}'s join minus {nodes[0]}'s (s)")
+        ax.set_ylabel(f"MRTT {nodes[0]} + MRTT {nodes[1]} (s)")
+        ax.legend(fontsize=8)
+        return save(fig, folder, f"webrc-wave-pairs-{flow}")
 
 
 def receivers(run: Run, flow: str) -> list[str]:
