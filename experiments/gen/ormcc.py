@@ -111,10 +111,11 @@ def star_subset(n: int) -> str:
         drop_link=lambda line: re.search(r"endpoints: \[s\d+, r0\]", line) is not None)
     text = re.sub(r"endpoints: \[r0, h(\d+)\]",
                   lambda m: f"endpoints: [{router(int(m.group(1)), 0)}, h{m.group(1)}]", text)
-    return text.replace("description: >-\n  Star around router r0",
+    text = text.replace("description: >-\n  Star around router r0",
                         f"description: >-\n  ormcc-fig3 with {n} leaves"
                         f"{'' if n == 64 else ' instead of 64'}, sources on router r1."
                         " Star around router r0")
+    return text.replace("s1..s64 and receivers h1..h64", f"s1..s{n} and receivers h1..h{n}")
 
 
 def numbered_subset(base: str, host: str, n: int, why: str,
