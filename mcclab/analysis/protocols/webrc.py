@@ -142,8 +142,14 @@ def mrtt_samples(run: Run, flow: str, node: str, window: bool = True) -> list[Sa
     items = samples(_records(run, flow, "receiver", node), Schedule(params.model(), sender_t))
     if not window:
         return items
+    return [s for s in items if _in_window(run, clock0, s)]
+
+
+def _in_window(run: Run, clock0: float, sample: Sample) -> bool:
+    """Whether ``sample``'s first packet came in the measurement window (``clock0``: the
+    agent clock at experiment time 0)."""
     start, end = _window(run)
-    return [s for s in items if start < s.t_first - clock0 <= end]
+    return start < sample.t_first - clock0 <= end
 
 
 MRTT_PARTS = ("sample", "used", "down", "join", "wait", "artt_lag", "join_low", "join_high",
@@ -216,9 +222,10 @@ def wave_pairs_figure(run: Run, folder: Path, flow: str, nodes: list[str],
     from mcclab.model.units import parse_duration
 
     pairs = _pairs(run, flow, nodes, window=False)
-    if not pairs:
+    found = _sender_start(run, flow)
+    if not pairs or found is None:
         return []
-    inside = {p.first.t_join for p in _pairs(run, flow, nodes)}
+    inside = {p.first.t_join for p in pairs if _in_window(run, found[1], p.first)}
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(6, 4))
         for label, keep, slack, style in (
