@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from mcclab.commands import Cmd
 from mcclab.model.topology import RedParams
@@ -150,9 +150,17 @@ def ping(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 0.01,
     return parse_ping(out)
 
 
+class Echo(NamedTuple):
+    """One answered ICMP echo."""
+
+    seq: int
+    sent_ns: int  # CLOCK_REALTIME, read just before sendto()
+    rtt_ms: float  # to the reply's kernel receive timestamp
+
+
 def icmp_echoes(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 0.01,
-                size: int = 56) -> list[tuple[int, float]]:
-    """(send time in CLOCK_REALTIME ns, RTT in ms) of each answered ICMP echo, in order.
+                size: int = 56) -> list[Echo]:
+    """Each answered ICMP echo, in sequence order; the missing sequence numbers were lost.
 
     ping(8) prints whole milliseconds above 100 ms, too coarse for a 1 ms
     tail target; this sends the same 84-byte echo requests from a raw socket
@@ -164,13 +172,62 @@ def icmp_echoes(lab: Lab, src: str, dst: str, count: int = 200, interval: float 
             str(PING_RT_PRIORITY))
     out = json.loads(lab.runner.run(Cmd(argv, netns_name(src)), timeout=count * interval + 30))
     rtt, sent = out["rtt_ms"], out["sent_ns"]
-    return [(sent[k], rtt[k]) for k in sorted(rtt, key=int)]
+    return [Echo(int(k), sent[k], rtt[k]) for k in sorted(rtt, key=int)]
+
+
+def _runs(seqs: list[int]) -> str:
+    """Sorted sequence numbers as ranges: ``3-7, 12``."""
+    parts = []
+    for _, group in itertools.groupby(enumerate(seqs), key=lambda kv: kv[1] - kv[0]):
+        run = [seq for _, seq in group]
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ", ".join(parts)
+
+
+def echo_trouble(echoes: list[Echo], count: int, slow_ms: float) -> str:
+    """Where the lost echoes and those slower than ``slow_ms`` lie in the sequence.
+
+    A path that held packets for a while and then let them go at once shows as
+    one run of slow echoes followed by losses (the burst overflowing a queue);
+    a lossy or jittery one as scattered sequence numbers.
+    """
+    got = {e.seq for e in echoes}
+    lost = [seq for seq in range(count) if seq not in got]
+    slow = [e for e in echoes if e.rtt_ms > slow_ms]
+    text = f"lost {len(lost)}" + (f" (seq {_runs(lost)})" if lost else "")
+    text += f"; slower than {slow_ms:g} ms {len(slow)}"
+    if slow:
+        worst = max(slow, key=lambda e: e.rtt_ms)
+        text += (f" (seq {_runs([e.seq for e in slow])}; worst {worst.rtt_ms:.1f} ms "
+                 f"at seq {worst.seq})")
+    return text
+
+
+ARP_CACHE_STATS = Path("/proc/net/stat/arp_cache")
+
+
+def arp_cache_counters(path: Path = ARP_CACHE_STATS) -> dict[str, int]:
+    """The kernel's ARP table counters summed over CPUs (all namespaces share the table).
+
+    ``allocs`` counts neighbour entries created, ``unresolved_discards`` packets
+    dropped while waiting for an address to resolve: a path that had to resolve
+    again holds its packets for up to a retransmit time (1 s) meanwhile.
+    """
+    lines = path.read_text().split("\n")
+    names = lines[0].split()
+    totals = dict.fromkeys(names, 0)
+    for line in filter(None, (x.strip() for x in lines[1:])):
+        for name, value in zip(names, line.split(), strict=True):
+            count = int(value, 16)
+            # every row repeats the table's size; the other columns count per CPU
+            totals[name] = max(totals[name], count) if name == "entries" else totals[name] + count
+    return totals
 
 
 def icmp_rtts(lab: Lab, src: str, dst: str, count: int = 200, interval: float = 0.01,
               size: int = 56) -> list[float]:
     """RTTs (ms, microsecond resolution) of ``count`` ICMP echoes, kernel-timestamped."""
-    return [rtt for _, rtt in icmp_echoes(lab, src, dst, count, interval, size)]
+    return [e.rtt_ms for e in icmp_echoes(lab, src, dst, count, interval, size)]
 
 
 def machine_stalls(seconds: float, threshold: float = 0.001) -> list[subprocess.Popen]:
@@ -227,7 +284,7 @@ def wait_for_quiet_path(lab: Lab, src: str, dst: str, timeout: float = 60.0,
     """
     start = time.monotonic()
     while time.monotonic() - start < timeout:
-        echoes = [rtt for _, rtt in icmp_echoes(lab, src, dst, count=100, interval=0.01)]
+        echoes = [e.rtt_ms for e in icmp_echoes(lab, src, dst, count=100, interval=0.01)]
         if len(echoes) == 100 and max(echoes) - min(echoes) <= spread_ms:
             break
     return time.monotonic() - start
@@ -244,11 +301,10 @@ def stalled_seconds(stalls: list[tuple[int, int]], start_ns: int, end_ns: int) -
     return total / 1e9
 
 
-def clear_of_stalls(echoes: list[tuple[int, float]],
-                    stalls: list[tuple[int, int]]) -> list[float]:
+def clear_of_stalls(echoes: list[Echo], stalls: list[tuple[int, int]]) -> list[float]:
     """RTTs of the echoes whose flight (send to reply) overlaps no stall."""
-    return [rtt for sent, rtt in echoes
-            if not any(a < sent + rtt * 1e6 and sent < b for a, b in stalls)]
+    return [e.rtt_ms for e in echoes
+            if not any(a < e.sent_ns + e.rtt_ms * 1e6 and e.sent_ns < b for a, b in stalls)]
 
 
 # ---------------------------------------------------------------- iperf3

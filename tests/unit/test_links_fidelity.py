@@ -185,11 +185,31 @@ def test_echoes_in_flight_during_a_machine_stall_are_set_aside():
 
     ms = 1_000_000
     # echoes sent every 10 ms, 40 ms in flight; one stall from 25 to 27 ms
-    echoes = [(k * 10 * ms, 40.0 + k / 10) for k in range(8)]
+    echoes = [fx.Echo(k, k * 10 * ms, 40.0 + k / 10) for k in range(8)]
     stalls = [(25 * ms, 27 * ms)]
     # in flight at 25-27 ms: those sent at 0 (reply at 40), 10 and 20 ms; not 30 ms
     assert clear_of_stalls(echoes, stalls) == [40.3, 40.4, 40.5, 40.6, 40.7]
-    assert clear_of_stalls(echoes, []) == [rtt for _, rtt in echoes]
+    assert clear_of_stalls(echoes, []) == [e.rtt_ms for e in echoes]
+
+
+def test_echo_trouble_names_the_runs_of_lost_and_slow_echoes():
+    ms = 1_000_000
+    # a path that held echoes 3-5 for up to 0.9 s, then dropped 6-8 in the burst
+    rtts = {0: 40.1, 1: 40.2, 2: 40.3, 3: 900.0, 4: 890.0, 5: 880.0, 9: 40.2, 10: 55.0}
+    echoes = [fx.Echo(k, k * 10 * ms, rtt) for k, rtt in rtts.items()]
+    assert fx.echo_trouble(echoes, 12, slow_ms=50.0) == (
+        "lost 4 (seq 6-8, 11); slower than 50 ms 4 (seq 3-5, 10; worst 900.0 ms at seq 3)")
+    assert fx.echo_trouble(echoes[:3], 3, slow_ms=50.0) == "lost 0; slower than 50 ms 0"
+
+
+def test_arp_cache_counters_sum_the_cpus_but_not_the_table_size(tmp_path):
+    stat = tmp_path / "arp_cache"
+    stat.write_text("entries  allocs   unresolved_discards\n"
+                    "00000003 0000000a 00000001\n"
+                    "00000003 00000010 00000000\n")
+    assert fx.arp_cache_counters(stat) == {"entries": 3, "allocs": 26, "unresolved_discards": 1}
+    real = fx.arp_cache_counters()
+    assert {"allocs", "unresolved_discards"} <= real.keys()
 
 
 def test_stalled_seconds_is_the_union_of_the_spans_inside_the_window():
