@@ -169,6 +169,51 @@ def test_dilation_intervals_follow_the_link_samples_clock():
     assert table.loc[5, "link"] == pytest.approx(1.0, rel=0.01)
 
 
+def pulsing(seconds: int) -> dict[str, list[dict]]:
+    """r1 holds CL_0 and, for the first half of every second, NCL_2 (4 units); r2 holds
+    CL_0 only."""
+    ncl2 = LAYOUT.channel(1, 2)
+    a = [(0, T0, T0 + seconds + 1)] + [(ncl2, T0 + k, T0 + k + 0.5) for k in range(seconds + 1)]
+    return {"r1": receiver_log(a), "r2": receiver_log([(0, T0, T0 + seconds + 1)])}
+
+
+def test_modelled_basis_forwards_each_group_from_join_to_leave_plus_latencies():
+    # r1 is the largest receiver throughout: 1 + 4 x 0.5 = 3 units a second on average.
+    # Its joins come 10 ms before the first packets. Routers whose joins take those
+    # 10 ms and whose leaves take 200 ms carry NCL_2 for 0.7 s a second (3.8 units:
+    # 1.267); with joins that take no time, 0.71 s (3.84 units: 1.28).
+    links = link_intervals_at(3.8 * BASE, 10, jitter=0.0)
+    plain = stair.dilation_table(links, pulsing(10), LAYOUT, ORIGIN)
+    assert "modelled" not in plain
+    assert plain["demanded"].to_numpy() == pytest.approx([1.0] * 10, rel=0.01)
+    late = stair.dilation_table(links, pulsing(10), LAYOUT, ORIGIN, latency=(0.01, 0.2))
+    assert late["modelled"].to_numpy() == pytest.approx([3.8 / 3] * 10, rel=0.01)
+    assert late["link"].to_numpy() == pytest.approx(late["modelled"].to_numpy(), rel=0.01)
+    early = stair.dilation_table(links, pulsing(10), LAYOUT, ORIGIN, latency=(0.0, 0.2))
+    assert early["modelled"].to_numpy() == pytest.approx([3.84 / 3] * 10, rel=0.01)
+    # joins as long as the receivers': the groups they received, i.e. the demanded basis
+    none = stair.dilation_table(links, pulsing(10), LAYOUT, ORIGIN, latency=(0.01, 0.0))
+    assert none["modelled"].to_numpy() == pytest.approx(none["demanded"].to_numpy())
+
+
+def test_modelled_basis_counts_joins_left_before_their_first_packet():
+    # r2 joins NCL_1 (2 units) at T0 + k + 0.6 and leaves it 100 ms later, before any
+    # packet: nothing it received, but routers forward it from the join's arrival
+    # (20 ms) to the leave's (50 ms): 0.13 s of 2 units a second beside r1's 3 units.
+    ncl1 = LAYOUT.channel(1, 1)
+    logs = pulsing(10)
+    logs["r2"] = sorted(logs["r2"] + [
+        rec for k in range(11) for rec in (
+            {"t": T0 + k + 0.6, "event": "join", "channel": ncl1},
+            {"t": T0 + k + 0.7, "event": "leave", "channel": ncl1})], key=lambda r: r["t"])
+    links = link_intervals_at(3.26 * BASE, 10, jitter=0.0)
+    table = stair.dilation_table(links, logs, LAYOUT, ORIGIN, latency=(0.02, 0.05))
+    assert table["demanded"].to_numpy() == pytest.approx([1.0] * 10, rel=0.01)
+    # r1's NCL_2: [k + 0.01, k + 0.55) = 0.54 s of 4 units; r2's NCL_1 0.13 s of 2 units
+    assert table["modelled"].to_numpy() == pytest.approx([(1 + 4 * 0.54 + 2 * 0.13) / 3] * 10,
+                                                          rel=0.01)
+
+
 def test_dilation_measures_from_a_run_folder(tmp_path):
     seconds = range(1, 21)
     folder = write_run(tmp_path / "stair-z" / "run",
@@ -198,6 +243,41 @@ def test_dilation_measures_from_a_run_folder(tmp_path):
     assert stair.leave_overhead(run, "stair", "a", "b", nodes) == pytest.approx(1.25, rel=0.02)
     with pytest.raises(ValueError):
         stair.dilation_series(run, "stair", "a", "b", nodes, basis="other")
+    with pytest.raises(ValueError, match="leave latency"):
+        stair.dilation_series(run, "stair", "a", "b", nodes, basis="modelled")
+
+
+def test_model_fit_and_modelled_measures_from_a_run_folder(tmp_path):
+    seconds = range(1, 21)
+    folder = write_run(tmp_path / "stair-m" / "run",
+                       rows("stair", "multicast", "r1", 1e6, seconds, packet_bytes=PKT),
+                       flows=[{"name": "stair", "type": "multicast", "params": PARAMS}],
+                       duration_s=20.0, warmup_s=5.0)
+    logs = folder / "logs"
+    (logs / "stair-sender-src.jsonl").write_text(json.dumps({"t": ORIGIN, "event": "start"}))
+    for node, records in pulsing(20).items():
+        (logs / f"stair-receiver-{node}.jsonl").write_text(
+            "\n".join(json.dumps(r) for r in records) + "\n")
+    pkts = 3.8 * BASE / (PKT * 8)  # the link carried NCL_2 for 0.7 s of every second
+    pd.DataFrame([{"t": t, "link": 0, "src": "a", "dst": "b", "time": T0 + t,
+                   "pkts_out": pkts * t, "bytes_out": pkts * t * (PKT + 28), "drops_queue": 0,
+                   "drops_loss": 0, "qlen_pkts": 0} for t in range(0, 21)]
+                 ).to_csv(folder / "tables" / "links.csv", index=False)
+    run = load_run(folder)
+    nodes = ["r1", "r2"]
+    fit = get_measure("stair.model_fit").fn
+    assert fit(run, "stair", "a", "b", nodes, leave="200ms", join="10ms") == \
+        pytest.approx(1.0, rel=0.01)
+    assert fit(run, "stair", "a", "b", nodes, leave="0s", join="10ms") == \
+        pytest.approx(3.8 / 3, rel=0.01)
+    assert stair.dilation_max(run, "stair", "a", "b", nodes, basis="modelled", leave="50ms",
+                              join="10ms") == pytest.approx(3.2 / 3, rel=0.01)
+    assert stair.dilation_max(run, "stair", "a", "b", nodes, basis="modelled", leave="50ms",
+                              join="60ms") == pytest.approx(1.0, rel=0.01)
+    out = get_figure("stair.dilation_vs_leave").fn(
+        run, tmp_path, flow="stair", src="a", dst="b", nodes=nodes,
+        leaves=["0s", "50ms", "200ms"], join="10ms", measured_leave="200ms")
+    assert [p.suffix for p in out] == [".png", ".svg"] and all(p.stat().st_size for p in out)
 
 
 def test_dilation_is_nan_without_logs(run):

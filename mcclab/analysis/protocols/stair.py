@@ -14,7 +14,13 @@ cover the same interval:
   bytes of IP and UDP header per packet), so groups the routers still forward after
   the last downstream leave count, as on a real link; or (``basis="demanded"``) the
   rate of the union of the groups the receivers were receiving, Def. 4's bandwidth
-  "demanded in aggregate by receivers downstream".
+  "demanded in aggregate by receivers downstream"; or (``basis="modelled"``) the union
+  of the groups as routers would forward them: from ``join`` after each join (the
+  join's way up to the link) to ``leave`` after the leave (the routers' leave
+  latency), joins left before their first packet included. At the latencies
+  measured on a run it should match ``link`` (``stair.model_fit``); at others it
+  says what the link would carry with routers that leave sooner (Fig. 14's ns-2
+  routers prune in about a link delay).
 
 The link must carry nothing but the session (the STAIR topologies put the TCP
 sources below it).
@@ -120,8 +126,34 @@ def link_intervals(path: Path, src: str, dst: str) -> pd.DataFrame:
     return out[span > 0].dropna().reset_index(drop=True)
 
 
+def subscription_intervals(records: list[dict], end: float,
+                           join: float = 0.0, leave: float = 0.0
+                           ) -> dict[int, list[tuple[float, float]]]:
+    """Per channel, when a router upstream forwarded it for this receiver: from ``join``
+    after each join (the join's way up) to ``leave`` after the leave (the routers'
+    leave latency), whether or not a packet arrived in between."""
+    since: dict[int, float] = {}
+    out: dict[int, list[tuple[float, float]]] = {}
+    for rec in records:
+        event, t = rec.get("event"), rec.get("t")
+        if event not in _SCHEDULE or not isinstance(t, int | float):
+            continue
+        if event == "stop":
+            end = min(end, t)
+            break
+        ch = rec.get("channel")
+        if event == "join" and ch not in since:
+            since[ch] = t
+        elif event == "leave" and ch in since:
+            out.setdefault(ch, []).append((since.pop(ch) + join, t + leave))
+    for ch, t in since.items():
+        out.setdefault(ch, []).append((t + join, end + leave))
+    return out
+
+
 def dilation_table(links: pd.DataFrame, receivers: dict[str, list[dict]], layout: Layout,
-                   origin: float, step: float = GRID_STEP) -> pd.DataFrame:
+                   origin: float, step: float = GRID_STEP,
+                   latency: tuple[float, float] | None = None) -> pd.DataFrame:
     """Def. 4 per link sampling interval, indexed by its experiment second.
 
     Columns: ``carried`` (what the link carried, from its counters), ``union`` (the
@@ -129,9 +161,12 @@ def dilation_table(links: pd.DataFrame, receivers: dict[str, list[dict]], layout
     the subscriptions, without the routers' leave latency), ``largest`` (the largest
     receiver's rate, ``M_l``), all interval means in bit/s on the same clock; and the
     dilations ``link = carried / largest``, ``demanded = union / largest`` and
-    ``static``, the same over the CLs and NCLs alone (Lemma 4's setting).
+    ``static``, the same over the CLs and NCLs alone (Lemma 4's setting). With
+    ``latency = (join, leave)`` in seconds also ``modelled``: the union of the
+    receivers' ``subscription_intervals`` with those latencies, over the largest
+    receiver.
     """
-    cols = ["carried", "union", "largest", "link", "demanded", "static"]
+    cols = ["carried", "union", "largest", "link", "demanded", "static", "modelled"]
     if links.empty or not receivers:
         return pd.DataFrame(columns=cols)
     grid = np.arange(float(links["start"].iloc[0]), float(links["end"].iloc[-1]), step)
@@ -141,6 +176,11 @@ def dilation_table(links: pd.DataFrame, receivers: dict[str, list[dict]], layout
             for recs in receivers.values()]
     largest = np.max([(h * rates).sum(axis=0) for h in held], axis=0)
     union = (np.any(held, axis=0) * rates).sum(axis=0)
+    carried_by_model = union
+    if latency is not None:
+        forwarded = [holding(subscription_intervals(recs, end, *latency), layout.channels, grid)
+                     for recs in receivers.values()]
+        carried_by_model = (np.any(forwarded, axis=0) * rates).sum(axis=0)
     fixed = np.array([layout.layer(ch)[0] != SL for ch in range(layout.channels)])
     s_largest = np.max([(h[fixed] * rates[fixed]).sum(axis=0) for h in held], axis=0)
     s_union = (np.any(held, axis=0)[fixed] * rates[fixed]).sum(axis=0)
@@ -153,13 +193,17 @@ def dilation_table(links: pd.DataFrame, receivers: dict[str, list[dict]], layout
         rows[int(row["t"])] = {"carried": row["payload_bps"], "union": float(union[inside].mean()),
                                "largest": float(largest[inside].mean()),
                                "s_union": float(s_union[inside].mean()),
-                               "s_largest": float(s_largest[inside].mean())}
+                               "s_largest": float(s_largest[inside].mean()),
+                               "model": float(carried_by_model[inside].mean())}
     table = pd.DataFrame.from_dict(
-        rows, orient="index", columns=[*cols[:3], "s_union", "s_largest"]).sort_index()
+        rows, orient="index", columns=[*cols[:3], "s_union", "s_largest", "model"]).sort_index()
     table = table[(table["largest"] > 0) & (table["s_largest"] > 0)]
     table["link"] = table["carried"] / table["largest"]
     table["demanded"] = table["union"] / table["largest"]
     table["static"] = table.pop("s_union") / table.pop("s_largest")
+    table["modelled"] = table["model"] / table["largest"]
+    if latency is None:
+        table = table.drop(columns=["model", "modelled"])
     return table
 
 
@@ -175,9 +219,15 @@ def _stair_layout(run: Run, flow: str) -> Layout | None:
     return None
 
 
-def _load(run: Run, flow: str, src: str, dst: str, nodes: list[str]) -> pd.DataFrame:
+def _seconds(value: str | float | None) -> float | None:
+    """A duration argument of a spec ('140ms') or a number of seconds; None stays None."""
+    return parse_duration(value) if isinstance(value, str) else value
+
+
+def _load(run: Run, flow: str, src: str, dst: str, nodes: list[str],
+          latency: tuple[float, float] | None = None) -> pd.DataFrame:
     """dilation_table() from the run folder (cached per run and arguments)."""
-    key = (str(run.path), flow, src, dst, tuple(nodes))
+    key = (str(run.path), flow, src, dst, tuple(nodes), latency)
     if key not in _CACHE:
         logs = run.path / "logs"
         senders = sorted(logs.glob(f"{flow}-sender-*.jsonl"))
@@ -189,27 +239,41 @@ def _load(run: Run, flow: str, src: str, dst: str, nodes: list[str]) -> pd.DataF
         links = link_intervals(run.path / "tables" / "links.csv", src, dst)
         if layout is None or not start:
             _CACHE[key] = pd.DataFrame(columns=["carried", "union", "largest", "link",
-                                                "demanded", "static"])
+                                                "demanded", "static", "modelled"])
         else:
-            _CACHE[key] = dilation_table(links, receivers, layout, start[0])
+            _CACHE[key] = dilation_table(links, receivers, layout, start[0], latency=latency)
     return _CACHE[key]
 
 
 _CACHE: dict[tuple, pd.DataFrame] = {}
+BASES = ("link", "demanded", "static", "modelled")
+
+
+def _windowed(run: Run, flow: str, src: str, dst: str, nodes: list[str],
+              latency: tuple[float, float] | None = None) -> pd.DataFrame:
+    """The dilation table's rows inside the run's window."""
+    table = _load(run, flow, src, dst, nodes, latency)
+    lo, hi = run.window
+    return table[(table.index > lo) & (table.index <= hi)]
 
 
 def dilation_series(run: Run, flow: str, src: str, dst: str, nodes: list[str],
-                    basis: str = "link") -> pd.Series:
+                    basis: str = "link", leave: str | float | None = None,
+                    join: str | float = 0.0) -> pd.Series:
     """Def. 4 per second over the run's window: ``basis="link"`` is what ``src -> dst``
     carried over the largest downstream reception rate, ``"demanded"`` the union of the
     receivers' groups over the same (no router leave latency), ``"static"`` the same
-    without stair layers (the CLs and NCLs Lemma 4 bounds)."""
-    if basis not in ("link", "demanded", "static"):
-        raise ValueError(f"basis must be 'link', 'demanded' or 'static', not {basis!r}")
-    table = _load(run, flow, src, dst, nodes)
-    lo, hi = run.window
-    table = table[(table.index > lo) & (table.index <= hi)]
-    return table[basis].astype(float)
+    without stair layers (the CLs and NCLs Lemma 4 bounds), ``"modelled"`` the union
+    with routers that start forwarding a group ``join`` after a join and stop ``leave``
+    after the last leave (durations)."""
+    if basis not in BASES:
+        raise ValueError(f"basis must be one of {', '.join(map(repr, BASES))}, not {basis!r}")
+    latency = None
+    if basis == "modelled":
+        if leave is None:
+            raise ValueError("basis 'modelled' needs the routers' leave latency (leave=...)")
+        latency = (_seconds(join), _seconds(leave))
+    return _windowed(run, flow, src, dst, nodes, latency)[basis].astype(float)
 
 
 def _throughput(run: Run, flow: str, node: str | None = None) -> float:
@@ -239,25 +303,27 @@ def receiver_ratio(run: Run, flow: str, numerator: str, denominator: str) -> flo
 
 @measure("stair.dilation_max", unit="1")
 def dilation_max(run: Run, flow: str, src: str, dst: str, nodes: list[str],
-                 quantile: float = 1.0, basis: str = "link") -> float:
+                 quantile: float = 1.0, basis: str = "link", leave: str | None = None,
+                 join: str = "0s") -> float:
     """The largest (or the ``quantile``) per-second dilation of ``src -> dst`` (Def. 4)."""
-    series = dilation_series(run, flow, src, dst, nodes, basis)
+    series = dilation_series(run, flow, src, dst, nodes, basis, leave, join)
     return float(series.quantile(quantile)) if len(series) else math.nan
 
 
 @measure("stair.dilation_mean", unit="1")
 def dilation_mean(run: Run, flow: str, src: str, dst: str, nodes: list[str],
-                  basis: str = "link") -> float:
+                  basis: str = "link", leave: str | None = None, join: str = "0s") -> float:
     """Mean per-second dilation of ``src -> dst`` over the window."""
-    series = dilation_series(run, flow, src, dst, nodes, basis)
+    series = dilation_series(run, flow, src, dst, nodes, basis, leave, join)
     return float(series.mean()) if len(series) else math.nan
 
 
 @measure("stair.dilation_above", unit="s")
 def dilation_above(run: Run, flow: str, src: str, dst: str, nodes: list[str],
-                   bound: float = 1.81, basis: str = "link") -> float:
+                   bound: float = 1.81, basis: str = "link", leave: str | None = None,
+                   join: str = "0s") -> float:
     """Seconds of the window whose dilation of ``src -> dst`` exceeds ``bound``."""
-    series = dilation_series(run, flow, src, dst, nodes, basis)
+    series = dilation_series(run, flow, src, dst, nodes, basis, leave, join)
     return float((series > bound).sum()) if len(series) else math.nan
 
 
@@ -266,11 +332,20 @@ def leave_overhead(run: Run, flow: str, src: str, dst: str, nodes: list[str]) ->
     """What ``src -> dst`` carried over the union of the groups its receivers were
     receiving, over the window: above 1 by the groups routers still forward after the
     last downstream leave (the IGMP/PIM leave latency)."""
-    table = _load(run, flow, src, dst, nodes)
-    lo, hi = run.window
-    table = table[(table.index > lo) & (table.index <= hi)]
+    table = _windowed(run, flow, src, dst, nodes)
     union = float(table["union"].sum())
     return float(table["carried"].sum()) / union if union > 0 else math.nan
+
+
+@measure("stair.model_fit", unit="1")
+def model_fit(run: Run, flow: str, src: str, dst: str, nodes: list[str], leave: str,
+              join: str = "0s") -> float:
+    """What ``src -> dst`` carried over what the ``modelled`` basis says it carries with
+    the routers' ``join`` and ``leave`` latency (over the window): 1 when the latencies
+    are the run's own, so the model's dilation at other latencies can be trusted."""
+    table = _windowed(run, flow, src, dst, nodes, (_seconds(join), _seconds(leave)))
+    model = float(table["model"].sum())
+    return float(table["carried"].sum()) / model if model > 0 else math.nan
 
 
 def _rates(run: Run, flow: str, node: str | None = None) -> pd.Series:
@@ -347,6 +422,35 @@ def dilation_figure(run: Run, folder: Path, flow: str, src: str, dst: str, nodes
         ax.set_xlabel("time (s)")
         ax.set_ylabel("dilation")
         ax.legend(fontsize=8)
+        return save(fig, folder, name)
+
+
+@figure("stair.dilation_vs_leave")
+def dilation_vs_leave(run: Run, folder: Path, flow: str, src: str, dst: str, nodes: list[str],
+                      leaves: list[str], join: str = "0s", measured_leave: str | None = None,
+                      bound: float = 1.81, name: str = "stair-dilation-vs-leave") -> list[Path]:
+    """The dilation of ``src -> dst`` the run's subscriptions give with routers that stop
+    forwarding a group ``leaves`` after its last leave (``modelled`` basis: worst second,
+    90th percentile and mean), and the link counters' at ``measured_leave``."""
+    xs = [_seconds(v) * 1e3 for v in leaves]
+    series = [dilation_series(run, flow, src, dst, nodes, "modelled", v, join) for v in leaves]
+    link = dilation_series(run, flow, src, dst, nodes, "link")
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        for stat, style, label in ((lambda s: s.max(), "-o", "worst second"),
+                                   (lambda s: s.quantile(0.9), "--s", "90th percentile"),
+                                   (lambda s: s.mean(), ":^", "mean")):
+            ax.plot(xs, [float(stat(s)) if len(s) else math.nan for s in series], style,
+                    color="#2c3e50", lw=1.0, ms=4, label=f"modelled, {label}")
+        if measured_leave is not None and len(link):
+            at = _seconds(measured_leave) * 1e3
+            ax.plot([at, at], [float(link.max()), float(link.mean())], "x", color="#c0392b",
+                    ms=8, mew=1.5, label="link counters (worst, mean)")
+        ax.axhline(bound, color="#c0392b", ls="--", lw=0.9, label=f"bound {bound:g} (Lemma 4)")
+        ax.set_xlabel("routers' leave latency (ms)")
+        ax.set_ylabel(f"dilation of {src}-{dst}")
+        ax.set_ylim(bottom=1.0)
+        ax.legend(fontsize=7)
         return save(fig, folder, name)
 
 
