@@ -241,16 +241,19 @@ def join_latencies(lab: Lab, sender: str, receiver: str, trials: int = 20, *,
 
 
 def leave_time(lab: Lab, sender: str, receiver: str, *, ssm: bool = False, rate: float = 200.0,
-               settle: float = 1.5, observe: float = 8.0) -> float:
-    """Seconds from the receiver's leave until its router's upstream link stops carrying
+               settle: float = 1.5, observe: float = 8.0, router: str | None = None) -> float:
+    """Seconds from the receiver's leave until a router's upstream link stops carrying
     the group, measured on that link's per-group counter (inf if it never stops).
 
-    Only the router's counters are read (one short read, so the time resolution
-    stays fine on a slow CPU). The result is an upper bound: the end of the first
-    read that saw the final count, so the last packet came no later than that.
+    ``router`` is the receiver's own router unless named (a router further up
+    the path shows how the prune travels); ``settle`` is how long the receiver
+    stays joined with the flow running before it leaves. Only the router's
+    counters are read (one short read, so the time resolution stays fine on a
+    slow CPU). The result is an upper bound: the end of the first read that
+    saw the final count, so the last packet came no later than that.
     """
     group = SSM_GROUP if ssm else ASM_GROUP
-    router = lab.plan.interfaces[receiver][0].peer
+    router = router or lab.plan.interfaces[receiver][0].peer
     upstream = _upstream_iface(lab, router, sender)
     install_counters(lab, [group])
     source = str(lab.plan.address_of(sender)) if ssm else None

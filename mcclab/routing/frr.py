@@ -27,6 +27,11 @@ from mcclab.routing.common import (
 FRR_BIN_DIR = "/usr/lib/frr"
 VTYSH = "vtysh"
 SSM_PREFIX_LIST = "mcclab-ssm"
+# FRR 8.4's (S,G) keepalive timer, in seconds (FRR's default is 210). A transit
+# router's prune waits for it in 8.4 (see pimd_conf), and FRR restarts it every
+# time it runs out while traffic still flows to a joined interface, so a short
+# one bounds that wait without letting forwarding state lapse.
+KEEPALIVE_S = 1
 
 
 def frr_dir(spec: RouterSpec) -> str:
@@ -56,14 +61,21 @@ def zebra_conf(spec: RouterSpec) -> str:
     return f"! mcclab: zebra for {spec.name}\nhostname {spec.name}\n"
 
 
-def pimd_conf(spec: RouterSpec, spt_switchover: bool = False) -> str:
-    """pimd config: static RP, SSM range, PIM/IGMP per interface with the IGMP timers.
+def pimd_conf(spec: RouterSpec, spt_switchover: bool = False,
+              keepalive_s: int | None = KEEPALIVE_S) -> str:
+    """pimd config: static RP, SSM range, keepalive timer, PIM/IGMP per interface.
 
     ``spt_switchover`` False keeps ASM traffic on the shared tree. FRR 8.4's
     last-hop router, when its last member leaves a group it had switched to
     the SPT, sends a stale (*,G) Join together with the (S,G,rpt) Prune; the
     upstream router then keeps forwarding the group for the full 210 s join
     holdtime. Measured in docs/routing.md; staying on the RPT avoids it.
+
+    ``keepalive_s`` (None: FRR's 210 s): a transit router in FRR 8.4 decides
+    whether to prune before it takes the pruned interface out of its olist,
+    so while the keepalive timer runs it stays joined upstream, and only the
+    timer's expiry sends the prune: up to 210 s of forwarding to nobody
+    (docs/routing.md, fixed in FRR 10.1).
     """
     t = spec.igmp
     lines = [f"! mcclab: pimd for {spec.name}", f"hostname {spec.name}"]
@@ -71,6 +83,8 @@ def pimd_conf(spec: RouterSpec, spt_switchover: bool = False) -> str:
         lines.append(f"ip pim rp {spec.rp} {ALL_MULTICAST}")
     if not spt_switchover:
         lines.append("ip pim spt-switchover infinity-and-beyond")
+    if keepalive_s is not None:
+        lines.append(f"ip pim keep-alive-timer {keepalive_s}")
     if ipaddress.IPv4Network(spec.ssm_range) != ipaddress.IPv4Network(DEFAULT_SSM_RANGE):
         # FRR's SSM range is 232/8 unless a prefix-list says otherwise; "ge 32"
         # because the list is matched against single groups (/32 prefixes).

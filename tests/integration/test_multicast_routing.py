@@ -20,6 +20,7 @@ from mcclab.probes.reach import (
     reach,
     summarize,
 )
+from mcclab.routing import frr
 from mcclab.slowdown import scaled
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
@@ -129,6 +130,27 @@ def test_frr_prunes_upstream_within_last_member_query_time(ssm, kernel_features,
         print(f"\nFRR {'SSM' if ssm else 'ASM'} leave: r3's upstream link stopped carrying the "
               f"group {took:.2f}s after the leave (last-member-query time {lmqt:g}s)")
     assert took <= lmqt + 1.0
+
+
+def test_frr_transit_router_prunes_once_its_keepalive_timer_runs(kernel_features, capsys):
+    # r2 sits between r1 (the source's router) and r3 (the receiver's). Once its
+    # traffic check has started the (S,G) keepalive timer, FRR 8.4 keeps r2 joined
+    # after r3's prune until that timer runs out: 210 s by default, so r1 -> r2
+    # carried a left group for 196 s on chain3 (docs/routing.md). With FRR's
+    # default timer this test fails after 70 s joined (and passes after 40 s,
+    # before the timer has started); with the planner's short timer the prune
+    # leaves r2 within it.
+    topo = _zero_delay_chain("frr")
+    igmp = topo.routing.igmp
+    lmqt = igmp.last_member_query_interval * igmp.last_member_query_count
+    settle = 70.0  # joined long enough for r2 to start the timer (40 s was not)
+    with Lab(topo, options(kernel_features)) as lab:
+        took = leave_time(lab, "src", "h3n1", ssm=True, settle=settle, router="r2")
+    with capsys.disabled():
+        print(f"\nFRR SSM leave after {settle:g} s joined: r2's upstream link stopped carrying "
+              f"the group {took:.2f}s after the leave (last-member-query time {lmqt:g}s, "
+              f"keepalive {frr.KEEPALIVE_S}s)")
+    assert took <= lmqt + frr.KEEPALIVE_S + 1.0
 
 
 def test_smcroute_never_prunes(kernel_features):

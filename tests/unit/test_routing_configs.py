@@ -89,6 +89,14 @@ def test_frr_pimd_conf_rp_ssm_and_timer_units():
     assert "spt-switchover" not in frr.pimd_conf(s, spt_switchover=True)
 
 
+def test_frr_keepalive_timer_is_short_unless_asked_for_the_default():
+    # FRR 8.4's transit router prunes only when this timer runs out (docs/routing.md).
+    conf = frr.pimd_conf(spec())
+    assert f"ip pim keep-alive-timer {frr.KEEPALIVE_S}" in conf.splitlines()
+    assert frr.KEEPALIVE_S <= 2
+    assert "keep-alive-timer" not in frr.pimd_conf(spec(), keepalive_s=None)
+
+
 def test_frr_interface_flags():
     conf = frr.pimd_conf(spec())
     block = conf.split("interface eth-h2\n", 1)[1].split("exit", 1)[0]
