@@ -214,24 +214,29 @@ def test_modelled_basis_counts_joins_left_before_their_first_packet():
                                                           rel=0.01)
 
 
-def test_dilation_measures_from_a_run_folder(tmp_path):
-    seconds = range(1, 21)
-    folder = write_run(tmp_path / "stair-z" / "run",
-                       rows("stair", "multicast", "r1", 1e6, seconds, packet_bytes=PKT),
+def stair_run(folder, receivers: dict[str, list[dict]], payload_bps: float, origin: float):
+    """A 20-s run folder (warm-up 5 s): the sender's start at ``origin``, the receivers'
+    event logs, and a->b counters carrying ``payload_bps`` of 512 B payloads."""
+    folder = write_run(folder, rows("stair", "multicast", "r1", 1e6, range(1, 21),
+                                    packet_bytes=PKT),
                        flows=[{"name": "stair", "type": "multicast", "params": PARAMS}],
                        duration_s=20.0, warmup_s=5.0)
     logs = folder / "logs"
     (logs / "stair-sender-src.jsonl").write_text(
-        json.dumps({"t": ORIGIN - 100, "event": "start"}) + "\n")
-    for node, records in alternating(20).items():
+        json.dumps({"t": origin, "event": "start"}) + "\n")
+    for node, records in receivers.items():
         (logs / f"stair-receiver-{node}.jsonl").write_text(
             "\n".join(json.dumps(r) for r in records) + "\n")
-    pkts = 5 * BASE / (PKT * 8)  # 5 units of payload a second
+    pkts = payload_bps / (PKT * 8)
     pd.DataFrame([{"t": t, "link": 0, "src": "a", "dst": "b", "time": T0 + t,
                    "pkts_out": pkts * t, "bytes_out": pkts * t * (PKT + 28), "drops_queue": 0,
                    "drops_loss": 0, "qlen_pkts": 0} for t in range(0, 21)]
                  ).to_csv(folder / "tables" / "links.csv", index=False)
-    run = load_run(folder)
+    return load_run(folder)
+
+
+def test_dilation_measures_from_a_run_folder(tmp_path):
+    run = stair_run(tmp_path / "stair-z" / "run", alternating(20), 5 * BASE, ORIGIN - 100)
     nodes = ["r1", "r2"]
     assert stair.dilation_series(run, "stair", "a", "b", nodes).index.tolist() == \
         list(range(6, 21))  # the window (5, 20]
@@ -248,22 +253,8 @@ def test_dilation_measures_from_a_run_folder(tmp_path):
 
 
 def test_model_fit_and_modelled_measures_from_a_run_folder(tmp_path):
-    seconds = range(1, 21)
-    folder = write_run(tmp_path / "stair-m" / "run",
-                       rows("stair", "multicast", "r1", 1e6, seconds, packet_bytes=PKT),
-                       flows=[{"name": "stair", "type": "multicast", "params": PARAMS}],
-                       duration_s=20.0, warmup_s=5.0)
-    logs = folder / "logs"
-    (logs / "stair-sender-src.jsonl").write_text(json.dumps({"t": ORIGIN, "event": "start"}))
-    for node, records in pulsing(20).items():
-        (logs / f"stair-receiver-{node}.jsonl").write_text(
-            "\n".join(json.dumps(r) for r in records) + "\n")
-    pkts = 3.8 * BASE / (PKT * 8)  # the link carried NCL_2 for 0.7 s of every second
-    pd.DataFrame([{"t": t, "link": 0, "src": "a", "dst": "b", "time": T0 + t,
-                   "pkts_out": pkts * t, "bytes_out": pkts * t * (PKT + 28), "drops_queue": 0,
-                   "drops_loss": 0, "qlen_pkts": 0} for t in range(0, 21)]
-                 ).to_csv(folder / "tables" / "links.csv", index=False)
-    run = load_run(folder)
+    # the link carried NCL_2 for 0.7 s of every second: 3.8 units
+    run = stair_run(tmp_path / "stair-m" / "run", pulsing(20), 3.8 * BASE, ORIGIN)
     nodes = ["r1", "r2"]
     fit = get_measure("stair.model_fit").fn
     assert fit(run, "stair", "a", "b", nodes, leave="200ms", join="10ms") == \

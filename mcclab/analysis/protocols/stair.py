@@ -50,6 +50,20 @@ GRID_STEP = 0.005  # s: the subscriptions are sampled this finely inside each li
 _SCHEDULE = ("join", "leave", "first_packet", "stop")
 
 
+def _subscription_events(records: list[dict], end: float
+                         ) -> tuple[list[tuple[str, float, int]], float]:
+    """The receiver's join, first-packet and leave records in order, and ``end`` cut at its stop."""
+    events = []
+    for rec in records:
+        event, t = rec.get("event"), rec.get("t")
+        if event not in _SCHEDULE or not isinstance(t, int | float):
+            continue
+        if event == "stop":
+            return events, min(end, t)
+        events.append((event, t, rec.get("channel")))
+    return events, end
+
+
 def reception_intervals(records: list[dict], end: float) -> dict[int, list[tuple[float, float]]]:
     """Per channel, when a receiver was receiving it: from the first packet after each join
     to the leave (or ``stop``, or ``end``), from its event log's runtime records.
@@ -60,14 +74,8 @@ def reception_intervals(records: list[dict], end: float) -> dict[int, list[tuple
     joined: set[int] = set()
     since: dict[int, float] = {}
     out: dict[int, list[tuple[float, float]]] = {}
-    for rec in records:
-        event, t = rec.get("event"), rec.get("t")
-        if event not in _SCHEDULE or not isinstance(t, int | float):
-            continue
-        if event == "stop":
-            end = min(end, t)
-            break
-        ch = rec.get("channel")
+    events, end = _subscription_events(records, end)
+    for event, t, ch in events:
         if event == "join":
             joined.add(ch)
         elif event == "first_packet" and ch in joined and ch not in since:
@@ -134,14 +142,8 @@ def subscription_intervals(records: list[dict], end: float,
     leave latency), whether or not a packet arrived in between."""
     since: dict[int, float] = {}
     out: dict[int, list[tuple[float, float]]] = {}
-    for rec in records:
-        event, t = rec.get("event"), rec.get("t")
-        if event not in _SCHEDULE or not isinstance(t, int | float):
-            continue
-        if event == "stop":
-            end = min(end, t)
-            break
-        ch = rec.get("channel")
+    events, end = _subscription_events(records, end)
+    for event, t, ch in events:
         if event == "join" and ch not in since:
             since[ch] = t
         elif event == "leave" and ch in since:
