@@ -221,12 +221,14 @@ def _watch_router(router: str, peers: dict[str, str], period: float, stop: threa
     while not stop.is_set():
         try:
             text = cache.read_text()
-            if len(names) < len(peers):
+            now = parse_oifs(text)
+            # pimd adds its vifs one by one at start: read the names again while the
+            # cache uses one not seen yet (counting them missed the last vif once)
+            if any(v not in names for oifs in now.values() for v in oifs):
                 names = parse_vif_names(vifs.read_text())
         except OSError:
             return  # the namespace is gone
         t = time.monotonic()
-        now = parse_oifs(text)
         for key in set(now) | set(state):
             if now.get(key, frozenset()) != state.get(key, frozenset()):
                 oifs = "+".join(sorted(peers.get(names.get(v, ""), "?") for v in now.get(key, ())))
