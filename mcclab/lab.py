@@ -106,7 +106,7 @@ def preflight(topo: Topology, features: KernelFeatures) -> list[str]:
     if missing:
         problems.append(f"the kernel lacks {', '.join(missing)} needed for link backend "
                         f"{backend!r}")
-    if topo.routing.backend in ("frr", "pimd") and not features.pim:
+    if topo.routing.backend != "smcroute" and not features.pim:
         problems.append("the kernel has no PIM support (CONFIG_IP_PIMSM_V2)")
     problems += vif_problems(topo.routing.backend, router_interfaces(topo))
     for binary in required_binaries(topo.routing.backend):

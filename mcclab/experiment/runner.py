@@ -35,6 +35,7 @@ from mcclab.lab import Lab, LabOptions
 from mcclab.monitoring import Monitoring, start_monitoring
 from mcclab.net.node_config import netns_name
 from mcclab.probes.reach import wait_for
+from mcclab.routing import frr
 from mcclab.state import TrackedProcess, kill_groups
 
 RESULTS = REPO / "results"
@@ -127,6 +128,17 @@ def _git(*args: str) -> str:
         return ""
 
 
+def _frr10_version() -> str | None:
+    """The playbook's FRR 10 build, as its pimd reports it ("pimd version 10.7.1")."""
+    try:
+        out = subprocess.run([f"{frr.SOURCE.bin_dir}/pimd", "--version"], capture_output=True,
+                             text=True, timeout=10, check=False).stdout
+    except OSError:
+        return None
+    words = out.split("\n", 1)[0].split()
+    return words[-1] if words else None
+
+
 def environment(lab: Lab | None) -> dict[str, Any]:
     """Kernel, package versions, git SHA and backends, for the run record."""
     versions = {}
@@ -137,6 +149,7 @@ def environment(lab: Lab | None) -> dict[str, Any]:
     if versions.get("pimd") is None and Path("/opt/mcclab/pimd").is_dir():
         debs = sorted(Path("/opt/mcclab/cache").glob("pimd_*.deb"))
         versions["pimd"] = debs[-1].name.split("_")[1] if debs else "private prefix"
+    versions["frr10"] = _frr10_version()
     env: dict[str, Any] = {
         "kernel": platform.release(), "machine": platform.machine(), "host": platform.node(),
         "cpus": os.cpu_count(), "python": sys.version.split()[0], "packages": versions,

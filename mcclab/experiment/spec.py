@@ -15,7 +15,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from mcclab.experiment.quantities import FigureRef, Reference
-from mcclab.model.topology import IgmpSettings, LinkOverride, NodeName, StrictModel
+from mcclab.model.topology import (
+    IgmpSettings,
+    LinkOverride,
+    NodeName,
+    RoutingBackend,
+    StrictModel,
+)
 from mcclab.model.units import Duration, Packets, Rate, Size
 
 FlowName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")]
@@ -133,7 +139,7 @@ class TopologyOverrides(StrictModel):
     """What an experiment changes in its topology."""
 
     links: list[LinkChange] = Field(default_factory=list)
-    routing_backend: Literal["frr", "pimd", "smcroute"] | None = None
+    routing_backend: RoutingBackend | None = None
     link_backend: Literal["auto", "kernel", "userspace"] | None = None
     igmp: IgmpSettings | None = Field(
         None, description="IGMP timers to change (only the keys given; e.g. the "

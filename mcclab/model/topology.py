@@ -20,6 +20,8 @@ from mcclab.model.units import Duration, Packets, Probability, Rate
 PositiveRate = Annotated[Rate, Field(gt=0)]
 NonNegDuration = Annotated[Duration, Field(ge=0)]
 NodeName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9]{0,7}$")]
+# frr: Debian 12's FRR 8.4; frr10: FRR 10.7 built by the playbook (docs/routing.md).
+RoutingBackend = Literal["frr", "frr10", "pimd", "smcroute"]
 
 
 class StrictModel(BaseModel):
@@ -165,6 +167,10 @@ class IgmpSettings(StrictModel):
         0.1, gt=0, le=25,
         description="hosts' spacing of repeated state-change reports (Linux default 1s)",
     )
+    immediate_leave: bool = Field(
+        False, description="routers drop a group (or an IGMPv3 source) at the last leave, "
+        "without last-member queries; needs routing backend frr10 (FRR >= 10.4)",
+    )
 
 
 class StaticGroup(StrictModel):
@@ -183,7 +189,7 @@ class StaticGroup(StrictModel):
 class Routing(StrictModel):
     """Multicast routing: which daemon, the RP for ASM, the SSM range, IGMP timers."""
 
-    backend: Literal["frr", "pimd", "smcroute"] = "frr"
+    backend: RoutingBackend = "frr"
     rp: NodeName | None = Field(None, description="router acting as static RP (default: first)")
     ssm_range: ipaddress.IPv4Network = ipaddress.IPv4Network("232.0.0.0/8")
     igmp: IgmpSettings = IgmpSettings()
@@ -195,6 +201,9 @@ class Routing(StrictModel):
     def _ssm_is_multicast(self) -> Routing:
         if not self.ssm_range.subnet_of(ipaddress.IPv4Network("224.0.0.0/4")):
             raise ValueError(f"ssm_range {self.ssm_range} is not inside 224.0.0.0/4")
+        if self.igmp.immediate_leave and self.backend != "frr10":
+            raise ValueError(f"igmp.immediate_leave: backend {self.backend!r} has no immediate "
+                             "leave; only frr10 (FRR >= 10.4) does")
         return self
 
 

@@ -22,7 +22,7 @@ from mcclab.model.addressing import AddressPlan
 from mcclab.model.topology import Topology
 from mcclab.net.node_config import netns_name
 from mcclab.processes import spawn
-from mcclab.routing import BINARIES, frr, plan_router
+from mcclab.routing import BINARIES, plan_router
 from mcclab.routing.common import DaemonPlan, IgmpTimers, RouterIface, RouterSpec, StaticMroute
 from mcclab.state import LabState, TrackedProcess
 
@@ -47,6 +47,7 @@ def igmp_timers(topo: Topology) -> IgmpTimers:
         last_member_query_interval_ms=round(igmp.last_member_query_interval * 1000),
         last_member_query_count=igmp.last_member_query_count,
         version=igmp.version,
+        immediate_leave=igmp.immediate_leave,
     )
 
 
@@ -169,8 +170,8 @@ class RouterSet:
             self._prepare(node, plan)
             self.procs[node] = []
             for j, argv in enumerate(plan.start):
-                if j and plan.backend == "frr":
-                    self._wait_for_path(Path(frr.paths(self._spec(node))["zserv"]), node)
+                if j < len(plan.await_paths) and plan.await_paths[j]:
+                    self._wait_for_path(Path(plan.await_paths[j]), node)
                 log = self.node_dir(node) / f"{Path(argv[0]).name}-{j}.out"
                 proc = spawn(self.state, Cmd(tuple(argv), netns_name(node)), log,
                              f"{plan.backend} {node}")

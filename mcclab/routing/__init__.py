@@ -20,11 +20,11 @@ from mcclab.routing.common import (
     StaticMroute,
 )
 
-BACKENDS = ("frr", "pimd", "smcroute")
+BACKENDS = ("frr", "frr10", "pimd", "smcroute")
 
 # Binaries each backend needs on the machine (preflight checks).
 BINARIES = {
-    "frr": (f"{frr.FRR_BIN_DIR}/zebra", f"{frr.FRR_BIN_DIR}/pimd", frr.VTYSH),
+    **{name: build.binaries for name, build in frr.BUILDS.items()},
     "pimd": (pimd.PIMD_BIN, "unshare", "mount"),
     "smcroute": (smcroute.SMCROUTED, smcroute.SMCROUTECTL),
 }
@@ -37,8 +37,8 @@ def plan_router(backend: str, spec: RouterSpec, routes: Iterable[StaticMroute] =
         return smcroute.plan(spec, routes)
     if routes:
         raise ValueError(f"static routes are only supported by smcroute, not {backend}")
-    if backend == "frr":
-        return frr.plan(spec)
+    if backend in frr.BUILDS:
+        return frr.plan(spec, frr.BUILDS[backend])
     if backend == "pimd":
         return pimd.plan(spec)
     raise ValueError(f"unknown routing backend {backend!r}; choose one of {BACKENDS}")

@@ -59,6 +59,9 @@ class IgmpTimers:
     last_member_query_interval_ms: int = 1_000
     last_member_query_count: int = 2
     version: int = 3
+    # Drop a group (or an IGMPv3 source) at once on the last leave, skipping the
+    # last-member queries. Only FRR >= 10.4 has it (the ``frr10`` backend).
+    immediate_leave: bool = False
 
     def __post_init__(self) -> None:
         if self.version not in (2, 3):
@@ -175,10 +178,25 @@ class DaemonPlan:
     pidfiles: tuple[str, ...]
     readiness: tuple[ReadinessCheck, ...]
     logs: tuple[str, ...] = ()
-    start_gap_s: float = 0.0  # pause between start argvs (pimd after zebra)
+    # Before start[i] the runner waits for the file await_paths[i] to exist
+    # ("" or a missing entry: start at once), e.g. zebra's socket before pimd.
+    await_paths: tuple[str, ...] = ()
     # Extra wait after the checks pass, for daemon-internal state no command
     # shows (pimd resolves its path to a static RP only on a periodic timer).
     settle_s: float = 0.0
+
+
+def bind_over(mount_point: str, source: str, name: str, *argv: str) -> tuple[str, ...]:
+    """``argv`` in a private mount namespace where ``source`` is bind-mounted over
+    ``mount_point`` (nothing leaks out to other routers).
+
+    ``unshare`` execs in place (no --fork) and ``sh`` execs too, so the pid the
+    runner starts is the daemon's own pid and its process group is the daemon's.
+    ``name`` is the shell's $0, which shows in ``ps``.
+    """
+    script = f'mount --bind "$1" {mount_point} && shift && exec "$@"'
+    return ("unshare", "--mount", "--propagation", "private", "--",
+            "sh", "-ec", script, name, source, *argv)
 
 
 def join(*parts: str) -> str:

@@ -1,4 +1,17 @@
-"""FRR 8.4 backend: zebra + pimd per router namespace, fully private paths.
+"""FRR backends: zebra + pimd per router namespace, fully private paths.
+
+Two builds of FRR can run a lab. ``frr`` is Debian 12's package (8.4);
+``frr10`` is FRR 10.7 built by the playbook from Debian's own source archive
+into a private prefix, for what 8.4 lacks: IGMP immediate leave (10.4) and the
+transit-router prune fix (10.1). Both read the same configuration language,
+so one planner serves both, told which build by a :class:`FrrBuild`.
+
+FRR 10's zebra reports interface state to the management daemon mgmtd, and
+without one it retries every 10 ms for ever (about 90 failed notifications
+and 270 error lines a second per router, measured). So a 10.x router also
+runs mgmtd, and each of its daemons sees the router's own directory as
+/run/frr (a private mount namespace, as for pimd): mgmtd's sockets have no
+command-line option and would otherwise be one path for every router.
 
 Every path a daemon would otherwise take from /etc/frr or /var/run/frr is
 given on the command line (config, pid file, zserv socket, vty socket dir),
@@ -12,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from mcclab.routing.common import (
@@ -21,6 +35,7 @@ from mcclab.routing.common import (
     DirSpec,
     ReadinessCheck,
     RouterSpec,
+    bind_over,
     join,
 )
 
@@ -32,6 +47,43 @@ SSM_PREFIX_LIST = "mcclab-ssm"
 # time it runs out while traffic still flows to a joined interface, so a short
 # one bounds that wait without letting forwarding state lapse.
 KEEPALIVE_S = 1
+# Where the playbook installs its FRR 10 build (ansible/roles/routers).
+FRR10_PREFIX = "/opt/mcclab/frr10"
+
+
+@dataclass(frozen=True)
+class FrrBuild:
+    """One installed FRR: where its daemons and vtysh are, and what it can do.
+
+    ``keepalive_s`` is the (S,G) keepalive timer the planner sets (None keeps
+    FRR's 210 s); ``immediate_leave`` says whether ``ip igmp immediate-leave``
+    exists in this build.
+    """
+
+    backend: str
+    bin_dir: str
+    vtysh: str
+    keepalive_s: int | None
+    immediate_leave: bool
+    mgmtd: bool = False  # 10.x: run mgmtd, and every daemon over a private /run/frr
+
+    @property
+    def binaries(self) -> tuple[str, ...]:
+        """The executables a lab needs for this build."""
+        daemons = ("mgmtd", "zebra", "pimd") if self.mgmtd else ("zebra", "pimd")
+        wrapper = ("unshare", "mount") if self.mgmtd else ()
+        return (*(join(self.bin_dir, d) for d in daemons), self.vtysh, *wrapper)
+
+
+DEBIAN = FrrBuild("frr", FRR_BIN_DIR, VTYSH, keepalive_s=KEEPALIVE_S, immediate_leave=False)
+# 10.1 fixed the transit router's prune (FRR commit fdb1a6fed5), so FRR's own
+# keepalive timer is kept.
+SOURCE = FrrBuild("frr10", join(FRR10_PREFIX, "sbin"), join(FRR10_PREFIX, "bin", "vtysh"),
+                  keepalive_s=None, immediate_leave=True, mgmtd=True)
+BUILDS = {b.backend: b for b in (DEBIAN, SOURCE)}
+# FRR's run-state directory (configure --runstatedir plus "frr"), which a 10.x
+# router's daemons see replaced by the router's own directory.
+RUNSTATE_DIR = "/run/frr"
 
 
 def frr_dir(spec: RouterSpec) -> str:
@@ -50,6 +102,10 @@ def paths(spec: RouterSpec) -> dict[str, str]:
         "pimd_pid": join(d, "pimd.pid"),
         "zebra_log": join(d, "zebra.log"),
         "pimd_log": join(d, "pimd.log"),
+        "mgmtd_pid": join(d, "mgmtd.pid"),
+        "mgmtd_log": join(d, "mgmtd.log"),
+        # mgmtd makes this in its run-state dir, which is ``d`` seen from outside.
+        "mgmtd_be": join(d, "mgmtd_be.sock"),
         "zserv": join(d, "zserv.api"),
         # --vty_socket takes a directory; daemons create <dir>/<daemon>.vty in it.
         "vty_dir": d,
@@ -76,6 +132,9 @@ def pimd_conf(spec: RouterSpec, spt_switchover: bool = False,
     so while the keepalive timer runs it stays joined upstream, and only the
     timer's expiry sends the prune: up to 210 s of forwarding to nobody
     (docs/routing.md, fixed in FRR 10.1).
+
+    ``spec.igmp.immediate_leave`` writes ``ip igmp immediate-leave`` on every
+    IGMP interface; only FRR >= 10.4 parses it (8.4 would refuse the line).
     """
     t = spec.igmp
     lines = [f"! mcclab: pimd for {spec.name}", f"hostname {spec.name}"]
@@ -106,25 +165,31 @@ def pimd_conf(spec: RouterSpec, spt_switchover: bool = False,
                 f" ip igmp last-member-query-interval {t.last_member_query_interval_ms // 100}",
                 f" ip igmp last-member-query-count {t.last_member_query_count}",
             ]
+            if t.immediate_leave:
+                lines.append(" ip igmp immediate-leave")
         lines.append("exit")
     return "\n".join(lines) + "\n"
 
 
-def _daemon_argv(spec: RouterSpec, daemon: str, bin_dir: str, user: str, group: str
+def _daemon_argv(spec: RouterSpec, daemon: str, build: FrrBuild, user: str, group: str
                  ) -> tuple[str, ...]:
+    """One daemon's argv, every path private; 10.x's in its own mount namespace."""
     p = paths(spec)
+    # mgmtd takes neither a config file (it has none to read here) nor zebra's
+    # socket (it is no zebra client); both options make it exit.
+    own = (() if daemon == "mgmtd" else ("-f", p[f"{daemon}_conf"], "-z", p["zserv"]))
     # No -d: the daemon stays in the foreground so the runner owns its process
     # group. -P 0 closes the TCP vty port; vtysh reaches the unix socket instead.
-    return (
-        join(bin_dir, daemon),
+    argv = (
+        join(build.bin_dir, daemon),
         "-u", user, "-g", group,
         "-P", "0",
-        "-f", p[f"{daemon}_conf"],
+        *own,
         "-i", p[f"{daemon}_pid"],
-        "-z", p["zserv"],
         "--vty_socket", p["vty_dir"],
         "--log", f"file:{p[f'{daemon}_log']}",
     )
+    return bind_over(RUNSTATE_DIR, p["dir"], f"mcclab-{daemon}", *argv) if build.mgmtd else argv
 
 
 def vtysh_argv(spec: RouterSpec, command: str, vtysh: str = VTYSH) -> tuple[str, ...]:
@@ -132,14 +197,18 @@ def vtysh_argv(spec: RouterSpec, command: str, vtysh: str = VTYSH) -> tuple[str,
     return (vtysh, "--vty_socket", paths(spec)["vty_dir"], "-d", "pimd", "-c", command)
 
 
-def plan(spec: RouterSpec, bin_dir: str = FRR_BIN_DIR, user: str = "frr", group: str = "frr",
-         vtysh: str = VTYSH, spt_switchover: bool = False) -> DaemonPlan:
+def plan(spec: RouterSpec, build: FrrBuild = DEBIAN, user: str = "frr", group: str = "frr",
+         spt_switchover: bool = False) -> DaemonPlan:
     """Files, argvs and readiness checks for zebra + pimd on one router.
 
-    ``user``/``group`` must own the run dir (see ``dirs``); FRR refuses to run
-    as root unless root is in the frrvty group.
+    ``build`` says which FRR runs it. ``user``/``group`` must own the run dir
+    (see ``dirs``); FRR refuses to run as root unless root is in the frrvty
+    group.
     """
-    p = paths(spec)
+    if spec.igmp.immediate_leave and not build.immediate_leave:
+        raise ValueError(f"{spec.name}: IGMP immediate leave needs FRR >= 10.4 "
+                         f"(backend frr10), not {build.backend}")
+    p, vtysh = paths(spec), build.vtysh
     checks = [
         ReadinessCheck("pim-interfaces", vtysh_argv(spec, "show ip pim interface json", vtysh),
                        lambda out: pim_interfaces_up(out, [i.name for i in spec.ifaces if i.pim])),
@@ -151,19 +220,22 @@ def plan(spec: RouterSpec, bin_dir: str = FRR_BIN_DIR, user: str = "frr", group:
         checks.append(ReadinessCheck("rp-reachable",
                                      vtysh_argv(spec, "show ip pim rp-info json", vtysh),
                                      lambda out: rp_reachable(out, rp)))
+    daemons = (("mgmtd",) if build.mgmtd else ()) + ("zebra", "pimd")
+    files = {p["zebra_conf"]: zebra_conf(spec),
+             p["pimd_conf"]: pimd_conf(spec, spt_switchover, build.keepalive_s)}
+    # Each daemon starts once the one it connects to has made its socket (zebra
+    # to mgmtd, pimd to zebra): they would retry on their own, but noisily.
+    waits = {"zebra": p["mgmtd_be"] if build.mgmtd else "", "pimd": p["zserv"]}
     return DaemonPlan(
-        backend="frr",
+        backend=build.backend,
         # The daemons write pid, log and sockets here after dropping to `user`.
         dirs=(DirSpec(p["dir"], owner=user, group=group, mode=0o755),),
-        files={p["zebra_conf"]: zebra_conf(spec), p["pimd_conf"]: pimd_conf(spec, spt_switchover)},
-        start=(_daemon_argv(spec, "zebra", bin_dir, user, group),
-               _daemon_argv(spec, "pimd", bin_dir, user, group)),
-        pidfiles=(p["zebra_pid"], p["pimd_pid"]),
+        files=files,
+        start=tuple(_daemon_argv(spec, d, build, user, group) for d in daemons),
+        pidfiles=tuple(p[f"{d}_pid"] for d in daemons),
         readiness=tuple(checks),
-        logs=(p["zebra_log"], p["pimd_log"]),
-        # pimd retries zebra on its own, but starting after zebra's socket
-        # exists avoids a noisy first connect failure.
-        start_gap_s=0.5,
+        logs=tuple(p[f"{d}_log"] for d in daemons),
+        await_paths=tuple(waits.get(d, "") for d in daemons),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 MAXVIFS = 32
 # Vifs a backend takes for itself before the interfaces get theirs.
-RESERVED_VIFS = {"frr": 1, "pimd": 1, "smcroute": 0}
+RESERVED_VIFS = {"frr": 1, "frr10": 1, "pimd": 1, "smcroute": 0}
 
 
 def max_router_interfaces(backend: str) -> int:

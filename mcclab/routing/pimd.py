@@ -21,6 +21,7 @@ from mcclab.routing.common import (
     DirSpec,
     ReadinessCheck,
     RouterSpec,
+    bind_over,
     join,
 )
 
@@ -39,10 +40,6 @@ ROBUSTNESS = 3
 # the last router started leaves 2 s for the ticks' drift and pimd's start-up.
 STATIC_RP_SETTLE_S = 22.0
 
-# "$1" is the directory to put over /run; the rest is the command to exec.
-# Binding over /run also hides /run/systemd's syslog socket: pimd's syslog
-# lines are lost, which is acceptable since it keeps no other log.
-_WRAP = 'mount --bind "$1" /run && shift && exec "$@"'
 
 
 def pimd_dir(spec: RouterSpec) -> str:
@@ -64,11 +61,10 @@ def paths(spec: RouterSpec) -> dict[str, str]:
 def private_run(spec: RouterSpec, *argv: str) -> tuple[str, ...]:
     """Wrap ``argv`` so it sees the router's pimd dir as /run (and nothing leaks out).
 
-    ``unshare`` execs in place (no --fork) and ``sh`` execs too, so the pid
-    the runner starts is pimd's own pid and its process group is pimd's.
+    Binding over /run also hides /run/systemd's syslog socket: pimd's syslog
+    lines are lost, which is acceptable since it keeps no other log.
     """
-    return ("unshare", "--mount", "--propagation", "private", "--",
-            "sh", "-ec", _WRAP, "mcclab-pimd", pimd_dir(spec), *argv)
+    return bind_over("/run", pimd_dir(spec), "mcclab-pimd", *argv)
 
 
 def querier_timeout_s(query_interval_s: int) -> int:

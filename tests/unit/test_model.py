@@ -117,6 +117,15 @@ def test_rp_defaults_to_first_router_and_must_be_a_router():
                           "routing": {"rp": "s1"}})
 
 
+def test_immediate_leave_needs_the_frr10_backend():
+    spec = {"name": "g", "generate": {"kind": "dumbbell", "pairs": 1},
+            "routing": {"igmp": {"immediate_leave": True}}}
+    with pytest.raises(SpecError, match="immediate_leave.*frr10"):
+        resolve_topology(spec)
+    spec["routing"]["backend"] = "frr10"
+    assert resolve_topology(spec).routing.igmp.immediate_leave
+
+
 def test_schema_is_generated_and_describes_units():
     schema = topology_schema()
     text = json.dumps(schema)

@@ -97,6 +97,42 @@ def test_frr_keepalive_timer_is_short_unless_asked_for_the_default():
     assert "keep-alive-timer" not in frr.pimd_conf(spec(), keepalive_s=None)
 
 
+def test_frr10_build_runs_from_its_prefix_with_frrs_own_keepalive():
+    p = plan_router("frr10", spec())
+    d = f"{RUN}/frr"
+    assert p.backend == "frr10"
+    daemons = [argv[argv.index("mcclab-" + name) + 2:] for argv, name
+               in zip(p.start, ("mgmtd", "zebra", "pimd"), strict=True)]
+    assert [argv[0] for argv in daemons] == [f"{frr.FRR10_PREFIX}/sbin/{n}"
+                                            for n in ("mgmtd", "zebra", "pimd")]
+    for argv in p.start:
+        # Each in its own mount namespace with the router's dir over /run/frr,
+        # where mgmtd puts its sockets (no option names them).
+        assert argv[:2] == ("unshare", "--mount")
+        assert argv[argv.index("sh") + 2].startswith("mount --bind \"$1\" /run/frr")
+        assert d in argv
+    mgmtd = daemons[0]
+    assert "-f" not in mgmtd and "-z" not in mgmtd  # mgmtd exits on either
+    # mgmtd first; zebra once mgmtd's socket exists, pimd once zebra's does.
+    assert p.await_paths == ("", f"{d}/mgmtd_be.sock", f"{d}/zserv.api")
+    assert p.pidfiles[0] == f"{d}/mgmtd.pid" and len(p.logs) == 3
+    assert all(c.argv[0] == f"{frr.FRR10_PREFIX}/bin/vtysh" for c in p.readiness)
+    # 10.1 fixed the transit prune, so no short keepalive timer is written.
+    assert "keep-alive-timer" not in p.files[f"{RUN}/frr/pimd.conf"]
+    assert "keep-alive-timer" in plan_router("frr", spec()).files[f"{RUN}/frr/pimd.conf"]
+
+
+def test_frr_immediate_leave_on_every_igmp_interface_only_with_frr10():
+    s = spec(igmp=IgmpTimers(immediate_leave=True))
+    conf = plan_router("frr10", s).files[f"{RUN}/frr/pimd.conf"]
+    blocks = conf.split("interface ")[1:]
+    assert len(blocks) == 3 and all(" ip igmp immediate-leave\n" in b for b in blocks)
+    assert "immediate-leave" not in frr.pimd_conf(spec())
+    # Debian's 8.4 has no such command; planning it there is an error, not a dropped line.
+    with pytest.raises(ValueError, match="immediate leave needs FRR >= 10.4"):
+        plan_router("frr", s)
+
+
 def test_frr_interface_flags():
     conf = frr.pimd_conf(spec())
     block = conf.split("interface eth-h2\n", 1)[1].split("exit", 1)[0]
@@ -122,6 +158,7 @@ def test_frr_argv_private_paths():
     zebra, pim = p.start
     d = f"{RUN}/frr"
     assert zebra[0] == "/usr/lib/frr/zebra" and pim[0] == "/usr/lib/frr/pimd"
+    assert p.await_paths == ("", f"{RUN}/frr/zserv.api")  # pimd after zebra's socket
     for argv, name in ((zebra, "zebra"), (pim, "pimd")):
         assert "-d" not in argv  # foreground: the runner owns the process group
         assert argv[argv.index("-f") + 1] == f"{d}/{name}.conf"
