@@ -44,8 +44,13 @@ def unpack_wheelhouse() -> str:
 
 
 def extra_vars(optional_packages: bool = False) -> dict[str, object]:
-    """The playbook's extra vars: Vagrantfile's, plus the optional-packages knob."""
-    out: dict[str, object] = {"mcclab_repo": GUEST_REPO}
+    """The playbook's extra vars: Vagrantfile's, the optional-packages knob, no FRR 10.
+
+    FRR 10's build (about 95 s of compiling natively) would take some ten
+    times that under emulation, and no check here uses it: the multicast
+    check is Debian's FRR, and CI builds FRR 10 on a real Debian 12.
+    """
+    out: dict[str, object] = {"mcclab_repo": GUEST_REPO, "mcclab_frr10_build": False}
     if not optional_packages:
         out["mcclab_optional_packages"] = []
     return out
@@ -227,8 +232,8 @@ def checks(fidelity_args: list[str]) -> list[Check]:
         Check("multicast join/leave across FRR routers",
               [VENV_PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
                "tests/integration/test_multicast_routing.py",
-               "-k", "(reaches_only_joined_receivers and frr and chain3) or "
-                     "frr_prunes_upstream"], 900, "multicast"),
+               "-k", "(reaches_only_joined_receivers and frr and chain3 and not frr10) "
+                     "or frr_prunes_upstream"], 900, "multicast"),
         Check("quick default experiment",
               # `-m mcclab` (mcclab/__main__.py): `-m mcclab.cli` imports the CLI and
               # exits 0 without running anything.

@@ -9,9 +9,10 @@ change to a role's package list changes the image digest and rebuilds the image.
 Only the subset of Ansible needed for the project's own roles is understood:
 variables from ``group_vars/all.yml`` and each role's ``defaults/main.yml``
 (plus extra vars), and ``name:`` values that are a list or ``{{ a + b }}``.
+Task files a role imports statically (``import_tasks``) are read as part of it.
 Tasks with a ``when:`` (decided at run time, e.g. Grafana's repository) and
-included task files are left to the playbook. Anything else is an error, so a
-new construct is noticed rather than silently ignored.
+dynamically included task files are left to the playbook. Anything else is an
+error, so a new construct is noticed rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import yaml
 APT_MODULES = ("ansible.builtin.apt", "apt")
 DEBCONF_MODULES = ("ansible.builtin.debconf", "debconf")
 COMMAND_MODULES = ("ansible.builtin.command", "command")
+IMPORT_MODULES = ("ansible.builtin.import_tasks", "import_tasks")
 _VAR = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 _SUM = re.compile(r"^\{\{\s*([A-Za-z_]\w*(?:\s*\+\s*[A-Za-z_]\w*)*)\s*\}\}$")
 
@@ -130,6 +132,22 @@ def _venv_task(tasks: list[dict[str, Any]], names: dict[str, Any]) -> tuple[str,
     return "", ()
 
 
+def role_tasks(tasks_dir: Path, name: str = "main.yml") -> list[dict[str, Any]]:
+    """A role's tasks in order, with each unconditional ``import_tasks`` file in place."""
+    out: list[dict[str, Any]] = []
+    for task in yaml.safe_load((tasks_dir / name).read_text()) or []:
+        imported = _module(task, IMPORT_MODULES)
+        if imported is None or "when" in task:
+            out.append(task)
+            continue
+        target = imported if isinstance(imported, str) else imported.get("file", "")
+        if not target or "{{" in str(target):
+            raise PlaybookError(f"import_tasks {target!r} in {tasks_dir / name}: "
+                                "only a plain file name")
+        out += role_tasks(tasks_dir, str(target))
+    return out
+
+
 def _module(task: dict[str, Any], modules: tuple[str, ...]) -> dict[str, Any] | None:
     """The task's arguments if it calls one of ``modules``."""
     for mod in modules:
@@ -145,10 +163,10 @@ def provisioning(ansible: Path, extra: dict[str, Any] | None = None) -> Provisio
     debconf: list[str] = []
     venv, venv_command = "", ()
     for role in roles(ansible):
-        tasks_file = ansible / "roles" / role / "tasks" / "main.yml"
-        if not tasks_file.exists():
+        tasks_dir = ansible / "roles" / role / "tasks"
+        if not (tasks_dir / "main.yml").exists():
             continue
-        tasks = yaml.safe_load(tasks_file.read_text()) or []
+        tasks = role_tasks(tasks_dir)
         if not venv:
             venv, venv_command = _venv_task(tasks, names)
         for task in tasks:

@@ -392,6 +392,21 @@ def test_playbook_packages_are_read_from_roles_defaults_and_extra_vars(tmp_path)
     assert playbook.provisioning(a, {"opt_pkgs": []}).packages == ("a", "b", "c", "d")
 
 
+def test_playbook_reader_follows_a_roles_static_imports(tmp_path):
+    a = fake_ansible(tmp_path)
+    tasks = a / "roles" / "extra" / "tasks"
+    write_yaml(tasks / "main.yml", "- apt:\n    name: [b]\n"
+               "- ansible.builtin.import_tasks: build.yml\n"
+               "- import_tasks: {file: later.yml}\n  when: maybe\n")
+    write_yaml(tasks / "build.yml", "- apt:\n    name: [cc, make]\n")
+    write_yaml(tasks / "later.yml", "- apt:\n    name: [never]\n")
+    # the imported file's packages in place; a conditional import left to the playbook
+    assert playbook.provisioning(a).packages == ("a", "b", "big", "cc", "make")
+    write_yaml(tasks / "main.yml", "- import_tasks: \"{{ which }}.yml\"\n")
+    with pytest.raises(playbook.PlaybookError, match="only a plain file name"):
+        playbook.provisioning(a)
+
+
 def test_playbook_reader_refuses_what_it_does_not_understand(tmp_path):
     with pytest.raises(playbook.PlaybookError):
         playbook.evaluate("{{ pkgs | select('x') }}", {"pkgs": []})
@@ -412,6 +427,12 @@ def test_the_project_playbook_s_packages_go_into_the_image():
     # one package from each apt role; the optional ones follow the knob
     for pkg in ("mininet", "iperf3", "frr", "smcroute", "prometheus"):
         assert pkg in prov.packages
+    # FRR 10 is not built in the VM (guest.extra_vars): the knob is the playbook's own
+    ansible = Path(__file__).resolve().parents[2] / "ansible"
+    assert playbook.variables(ansible)["mcclab_frr10_build"] is True
+    assert playbook.variables(ansible, guest.extra_vars())["mcclab_frr10_build"] is False
+    routers = (ansible / "roles" / "routers" / "tasks" / "main.yml").read_text()
+    assert "when: mcclab_frr10_build | bool" in routers
     assert "chromium" not in prov.packages
     r = rc.Recipe(playbook_packages=prov.packages, debconf=prov.debconf)
     cmds = r.preinstall_commands()
