@@ -198,7 +198,8 @@ class Routing(StrictModel):
     )
 
     @model_validator(mode="after")
-    def _ssm_is_multicast(self) -> Routing:
+    def _consistent(self) -> Routing:
+        """The SSM range is multicast; immediate leave only where the daemon has it."""
         if not self.ssm_range.subnet_of(ipaddress.IPv4Network("224.0.0.0/4")):
             raise ValueError(f"ssm_range {self.ssm_range} is not inside 224.0.0.0/4")
         if self.igmp.immediate_leave and self.backend != "frr10":

@@ -199,7 +199,7 @@ def vtysh_argv(spec: RouterSpec, command: str, vtysh: str = VTYSH) -> tuple[str,
 
 def plan(spec: RouterSpec, build: FrrBuild = DEBIAN, user: str = "frr", group: str = "frr",
          spt_switchover: bool = False) -> DaemonPlan:
-    """Files, argvs and readiness checks for zebra + pimd on one router.
+    """Files, argvs and readiness checks for zebra + pimd (and mgmtd in 10.x) on one router.
 
     ``build`` says which FRR runs it. ``user``/``group`` must own the run dir
     (see ``dirs``); FRR refuses to run as root unless root is in the frrvty
