@@ -162,8 +162,9 @@ def test_frr_transit_router_prunes_once_its_keepalive_timer_runs(backend, kernel
 def test_frr10_immediate_leave_prunes_the_path_without_last_member_queries(ssm, kernel_features,
                                                                           capsys):
     # With the last-member query left at 1 s x 2, only immediate leave can stop
-    # r2's upstream link (two prunes up the chain) well inside 2 s; FRR 10.7
-    # without it took 2.05 s here, and FRR 8.4 has no such command at all.
+    # r2's upstream link (two prunes up the chain) well inside 2 s; without it
+    # FRR 10.7 took 2.05 s to quiet even r3's link here, and FRR 8.4 has no
+    # such command at all.
     topo = _zero_delay_chain("frr10", immediate_leave=True)
     igmp = topo.routing.igmp
     lmqt = igmp.last_member_query_interval * igmp.last_member_query_count
