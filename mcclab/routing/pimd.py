@@ -41,7 +41,6 @@ ROBUSTNESS = 3
 STATIC_RP_SETTLE_S = 22.0
 
 
-
 def pimd_dir(spec: RouterSpec) -> str:
     """The router's pimd directory, seen as /run by pimd."""
     return join(spec.run_dir, "pimd")
