@@ -13,7 +13,10 @@ Definitions (also in ``docs/results.md``):
 * **Throughput** of a flow at a node is the bits it received in the window
   divided by the window's length. A second without a row counts as zero (a
   receiver that got nothing may write no row). A flow's throughput without a
-  node is the mean over its receivers (the nodes with rows for it).
+  node is the mean over its receivers (the nodes with rows for it). Its bits
+  are payload bits, unless IP bits are asked for: then each received packet
+  also counts its 28 bytes of IPv4 and UDP header (:data:`IP_UDP`), the bits
+  an emulated link carries (ns-2 counts whole packets).
 * **Loss rate** is lost / (received + lost) packets, summed over the window
   (and over the receivers when no node is given), as RTP counts it.
 * **Jain's fairness index** (RLC paper, footnote 3):
@@ -38,6 +41,9 @@ import pandas as pd
 
 Window = tuple[float, float]
 """(start, end) of the measurement window, seconds since the experiment started."""
+
+IP_UDP = 28
+"""Bytes of IPv4 and UDP header on every datagram: what the links carry besides the payload."""
 
 
 def window_seconds(window: Window) -> list[int]:
@@ -78,10 +84,13 @@ def receivers(table: pd.DataFrame, flow: str) -> list[str]:
     return sorted(table.loc[table["flow"] == flow, "node"].unique())
 
 
-def throughput(table: pd.DataFrame, flow: str, window: Window, node: str | None = None) -> float:
+def throughput(table: pd.DataFrame, flow: str, window: Window, node: str | None = None,
+               header_bytes: int = 0) -> float:
     """Mean received rate (bit/s) of a flow at a node, or averaged over its receivers.
 
-    ``nan`` when the flow (at that node) has no rows at all, or the window is empty.
+    ``header_bytes`` are added per received packet (``IP_UDP`` gives the bits
+    on the link of a datagram flow). ``nan`` when the flow (at that node) has
+    no rows at all, or the window is empty.
     """
     nodes = [node] if node is not None else receivers(table, flow)
     rates = []
@@ -91,7 +100,10 @@ def throughput(table: pd.DataFrame, flow: str, window: Window, node: str | None 
             continue
         # Several rows for the same second and node would be a runner bug;
         # summing them keeps the bits rather than silently dropping some.
-        series = rows.groupby("t")["throughput_bps"].sum()
+        bits = rows["throughput_bps"]
+        if header_bytes:
+            bits = bits + rows["packets"] * (8 * header_bytes)
+        series = bits.groupby(rows["t"]).sum()
         rates.append(mean_rate(series, window))
     return float(np.mean(rates)) if rates else math.nan
 

@@ -22,7 +22,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mcclab.analysis.metrics import Window
-from mcclab.experiment.quantities import REFERENCE_KINDS, FigureRef, Reference
+from mcclab.experiment.quantities import REFERENCE_KINDS, FigureRef, Reference, ip_bits_problem
 from mcclab.experiment.spec import plugin_arg_flows
 from mcclab.model.loader import SpecError, field_path, read_yaml
 
@@ -96,12 +96,15 @@ class SpecView(BaseModel):
         """Every flow a reference names must be one of the spec's flows."""
         if not self.flows:
             return self  # nothing to check against (a spec without flows)
-        known = {f.name for f in self.flows}
+        types = {f.name: f.type for f in self.flows}
         for i, ref in enumerate(self.references):
             for key, name in _flow_names(ref):
-                if name not in known:
+                if name not in types:
                     raise ValueError(f"references[{i}].{key}: unknown flow {name!r} "
-                                     f"(the spec's flows are {', '.join(sorted(known))})")
+                                     f"(the spec's flows are {', '.join(sorted(types))})")
+            problem = ip_bits_problem(ref, types[ref.flow]) if hasattr(ref, "flow") else None
+            if problem:
+                raise ValueError(f"references[{i}].{problem}")
         return self
 
 

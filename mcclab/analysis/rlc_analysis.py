@@ -28,12 +28,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mcclab.analysis.metrics import in_window, jain_index, throughput, window_seconds
+from mcclab.analysis.metrics import IP_UDP, in_window, jain_index, throughput, window_seconds
 from mcclab.analysis.results import Run
 from mcclab.experiment.tables import event_records
 from mcclab.model.units import parse_duration
-
-IP_UDP = 28  # bytes of IPv4 + UDP header per datagram
 
 
 @dataclass(frozen=True)

@@ -116,11 +116,11 @@ class _Measure:
         self.table = run.per_second
         self.window = run.window
 
-    def rate(self, flow: str, node: str | None, main: bool = True) -> float:
+    def rate(self, flow: str, node: str | None, main: bool = True, header_bytes: int = 0) -> float:
         """A flow's mean rate; ``node`` falls back to all receivers for non-main flows."""
         if node is not None and not main and node not in metrics.receivers(self.table, flow):
             node = None
-        return metrics.throughput(self.table, flow, self.window, node)
+        return metrics.throughput(self.table, flow, self.window, node, header_bytes)
 
     def value(self, ref: Reference) -> float:
         """The measured value of a reference quantity (``nan`` when not measurable)."""
@@ -132,7 +132,8 @@ class _Measure:
                     denominator = ref.capacity
                 else:
                     denominator = sum(self.rate(f, ref.node, main=False) for f in ref.of_flows)
-                return _divide(self.rate(ref.flow, ref.node), denominator)
+                headers = metrics.IP_UDP if ref.bits == "ip" else 0
+                return _divide(self.rate(ref.flow, ref.node, header_bytes=headers), denominator)
             case Utilisation():
                 return metrics.utilisation([self.rate(f, None) for f in ref.flows], ref.capacity)
             case Fairness():

@@ -50,13 +50,31 @@ class Share(_Reference):
     node: str | None = None
     capacity: Rate | None = None
     of_flows: list[str] = Field(default_factory=list)
+    bits: Literal["payload", "ip"] = Field(
+        "payload", description="'ip' also counts the 28 bytes of IPv4 and UDP header of every "
+        "received packet: the flow's part of what a link of 'capacity' carries (ns-2 counts "
+        "whole packets). Multicast flows only, with 'capacity'")
     paper: float = Field(ge=0)
 
     @model_validator(mode="after")
     def _denominator(self) -> Share:
         if (self.capacity is None) == (not self.of_flows):
             raise ValueError("give exactly one of 'capacity' and 'of_flows'")
+        if self.bits == "ip" and self.capacity is None:
+            raise ValueError("bits: 'ip' needs 'capacity' (a share of other flows counts payload)")
         return self
+
+
+def ip_bits_problem(ref: Any, flow_type: str) -> str | None:
+    """Why a share in IP bits cannot be measured on a flow of this type (``None``: it can).
+
+    IP bits add headers per received packet, and only the agents' multicast
+    flows count packets (iperf3's rows carry bytes only).
+    """
+    if getattr(ref, "bits", "payload") != "ip" or flow_type == "multicast":
+        return None
+    return (f"bits: 'ip' counts headers per received packet, and only multicast flows "
+            f"count packets; {ref.flow!r} is a {flow_type} flow")
 
 
 class Utilisation(_Reference):

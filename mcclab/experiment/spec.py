@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from mcclab.experiment.quantities import FigureRef, Reference
+from mcclab.experiment.quantities import FigureRef, Reference, ip_bits_problem
 from mcclab.model.topology import (
     IgmpSettings,
     LinkOverride,
@@ -218,11 +218,14 @@ class Experiment(StrictModel):
         _agree(tcp, "sack", lambda f: f.sender, "SACK is set per host and both send from")
         _agree(tcp, "max_window", lambda f: (f.sender, f.receiver),
                "the ceiling is set per route and both go from")
-        known = set(names)
+        by_name = {f.name: f for f in self.flows}
         for i, ref in enumerate(self.references):
             for flow in _flows_of(ref):
-                if flow not in known:
+                if flow not in by_name:
                     raise ValueError(f"references[{i}]: unknown flow {flow!r}")
+            problem = ip_bits_problem(ref, by_name[ref.flow].type) if hasattr(ref, "flow") else None
+            if problem:
+                raise ValueError(f"references[{i}].{problem}")
         for i, fig in enumerate(self.figures):
             problem = fig.check()
             if problem:

@@ -47,6 +47,22 @@ def test_throughput_at_a_node_and_over_receivers():
     assert metrics.receivers(data, "m") == ["r1", "r2"]
 
 
+def test_throughput_with_headers_counts_them_per_received_packet():
+    # 1 Mbit/s of 1000-B payloads is 125 packets a second, 2 Mbit/s 250
+    data = table(rows("m", "multicast", "r1", 1e6, range(1, 21))
+                 + rows("m", "multicast", "r2", 2e6, range(1, 21)))
+    ip = metrics.throughput(data, "m", (10, 20), node="r1", header_bytes=metrics.IP_UDP)
+    assert ip == 1e6 + 125 * 28 * 8
+    both = metrics.throughput(data, "m", (10, 20), header_bytes=metrics.IP_UDP)
+    assert both == 1.5e6 + 187.5 * 28 * 8
+
+
+def test_throughput_without_headers_ignores_missing_packet_counts():
+    data = table(rows("t", "tcp", "r3", 5e5, range(1, 21)))
+    data["packets"] = math.nan
+    assert metrics.throughput(data, "t", (10, 20)) == 5e5
+
+
 def test_throughput_of_a_receiver_that_stopped():
     # r2 received for the first 15 s only: its seconds 16..20 count as zero.
     data = table(rows("m", "multicast", "r1", 1e6, range(1, 21))

@@ -130,6 +130,10 @@ def spec_error(tmp_path: Path, reference: dict) -> SpecError:
      "references[0].flow", "unknown flow 'webrc'"),
     ({"kind": "ratio", "label": "x", "numerator": "m", "denominator": "tpc", "paper": 1},
      "references[0].denominator", "unknown flow 'tpc'"),
+    ({"kind": "share", "label": "x", "flow": "t", "paper": 0.5, "capacity": "1Mbit",
+      "bits": "ip"}, "references[0].bits", "only multicast flows count packets"),
+    ({"kind": "share", "label": "x", "flow": "m", "paper": 0.5, "of_flows": ["m", "t"],
+      "bits": "ip"}, "references[0]", "needs 'capacity'"),
 ])
 def test_invalid_reference_names_the_field(tmp_path, reference, field, reason):
     error = spec_error(tmp_path, reference)

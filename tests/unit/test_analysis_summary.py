@@ -49,6 +49,14 @@ CASES = [
     # at r1, m is 1 Mbit/s; t is not received at r1 so its receiver mean is used
     ({"kind": "share", "flow": "m", "node": "r1", "of_flows": ["m", "t"], "paper": 0.5,
       "within": [0.45, 0.55]}, 0.4, "fail"),
+    # share in IP bits: each received 1000-B packet also counts 28 B of IPv4 and UDP
+    # header; m gets 125 packets a second at r1 and 250 at r2
+    ({"kind": "share", "flow": "m", "node": "r1", "capacity": "2Mbit", "bits": "ip",
+      "paper": 0.5, "within": [0.5, 0.52]}, (1e6 + 125 * 28 * 8) / 2e6, "pass"),
+    ({"kind": "share", "flow": "m", "capacity": "3Mbit", "bits": "ip", "paper": 0.5,
+      "within": [0.45, 0.51]}, (1.5e6 + 187.5 * 28 * 8) / 3e6, "fail"),
+    ({"kind": "share", "flow": "m", "capacity": "3Mbit", "bits": "payload", "paper": 0.5,
+      "within": [0.45, 0.51]}, 0.5, "pass"),
     # utilisation: (1.5 + 1.5) / 4
     ({"kind": "utilisation", "flows": ["m", "t"], "capacity": "4Mbit", "paper": 0.8,
       "tolerance": "10%"}, 0.75, "pass"),
