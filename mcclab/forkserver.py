@@ -189,7 +189,10 @@ class ForkServer:
     def _answer(self, what: str) -> dict[str, Any]:
         """The server's next line, parsed; raise with its log's tail if none comes in time."""
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], self.timeout)
+        # poll, not select: select() refuses descriptors past 1023.
+        poller = select.poll()
+        poller.register(self.proc.stdout, select.POLLIN)
+        ready = poller.poll(self.timeout * 1000)
         line = self.proc.stdout.readline() if ready else b""
         if not line:
             tail = self.log.read_text(errors="replace")[-800:] if self.log.exists() else ""

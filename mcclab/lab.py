@@ -242,6 +242,8 @@ class Lab:
         try:
             destroy(self.state)
         finally:
+            if self.backend is not None:
+                self.backend.close()
             self._unlock()
 
     def __enter__(self) -> Lab:

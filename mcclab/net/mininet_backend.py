@@ -9,7 +9,10 @@ ordinary tools, and so cleanup can find it after a crash.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import subprocess
 
 from mcclab.commands import cmd
 from mcclab.execute import Runner
@@ -55,6 +58,9 @@ class MininetBackend:
         bridge = lan_bridge(lan)
         self.state.add_root_iface(bridge)
         switch = self._mininet().addSwitch(bridge, cls=LinuxBridge, stp=False)
+        # Mininet gives a switch a shell too, in the root namespace: record it
+        # so teardown (and `mcclab clean` after a crash) ends it.
+        self.state.add_process(switch.pid, f"shell {bridge}", stop_signal=signal.SIGKILL)
         switch.start([])
         self.hosts[lan] = switch
 
@@ -70,6 +76,25 @@ class MininetBackend:
                 names[end] = plan.iface_towards(end, other).name
         self._mininet().addLink(self.hosts[a], self.hosts[b], intfName1=names[a],
                                 intfName2=names[b])
+
+    def close(self) -> None:
+        """Close the shells' ptys and reap the shells, once teardown has killed them.
+
+        A sweep runs lab after lab in one process; without this every node kept
+        two pty descriptors open for good, and past descriptor 1023 select()
+        failed (the tenth run of a 60-node sweep).
+        """
+        for node in self.hosts.values():
+            shell = getattr(node, "shell", None)
+            if shell is None:
+                continue
+            node.stdin.close()
+            os.close(node.slave)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                shell.wait(timeout=2.0)
+            node.shell = None
+        self.hosts.clear()
+        self._net = None
 
     def build(self, topo: Topology, plan: AddressPlan) -> None:
         """Create every node, LAN and link."""
