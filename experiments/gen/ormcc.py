@@ -424,7 +424,7 @@ flows:
 references:
   - kind: share
     label: long flow's share of a bottleneck
-    source: "sec. V-B: proportional fairness gives the long flow 0.33 Mbit/s of 1 Mbit/s"
+    source: "sec. V-B: proportional fairness gives the long flow 0.33 Mbit/s of 1 Mbit/s (IP bits: ns-2's packets are whole packets)"
     flow: long
     capacity: 1Mbit
     bits: ip
