@@ -117,12 +117,14 @@ def open_descriptors() -> dict[int, str]:
 
 
 def shells_of_this_process() -> list[int]:
-    """Children of this process still alive: Mininet shells a lab left behind."""
+    """Children of this process not yet reaped: Mininet shells a lab left behind."""
     me = str(os.getpid())
     kids = []
     for pid_dir in Path("/proc").iterdir():
         with contextlib.suppress(OSError):
-            if pid_dir.name.isdigit() and (pid_dir / "stat").read_text().split()[3] == me:
+            # stat is "pid (comm) state ppid ...", and comm may hold spaces
+            if pid_dir.name.isdigit() and \
+                    (pid_dir / "stat").read_text().rsplit(")", 1)[1].split()[1] == me:
                 kids.append(int(pid_dir.name))
     return kids
 
