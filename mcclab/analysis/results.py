@@ -102,7 +102,7 @@ class SpecView(BaseModel):
                 if name not in types:
                     raise ValueError(f"references[{i}].{key}: unknown flow {name!r} "
                                      f"(the spec's flows are {', '.join(sorted(types))})")
-            problem = ip_bits_problem(ref, types[ref.flow]) if hasattr(ref, "flow") else None
+            problem = ip_bits_problem(ref, types)
             if problem:
                 raise ValueError(f"references[{i}].{problem}")
         return self

@@ -65,16 +65,17 @@ class Share(_Reference):
         return self
 
 
-def ip_bits_problem(ref: Any, flow_type: str) -> str | None:
-    """Why a share in IP bits cannot be measured on a flow of this type (``None``: it can).
+def ip_bits_problem(ref: Any, flow_types: dict[str, str]) -> str | None:
+    """Why a reference cannot count IP bits on its flow (``None``: it can, or it counts payload).
 
     IP bits add headers per received packet, and only the agents' multicast
-    flows count packets (iperf3's rows carry bytes only).
+    flows count packets (iperf3's rows carry bytes only). ``flow_types`` maps
+    the spec's flow names to their types.
     """
-    if getattr(ref, "bits", "payload") != "ip" or flow_type == "multicast":
+    if getattr(ref, "bits", "payload") != "ip" or flow_types[ref.flow] == "multicast":
         return None
     return (f"bits: 'ip' counts headers per received packet, and only multicast flows "
-            f"count packets; {ref.flow!r} is a {flow_type} flow")
+            f"count packets; {ref.flow!r} is a {flow_types[ref.flow]} flow")
 
 
 class Utilisation(_Reference):

@@ -218,12 +218,12 @@ class Experiment(StrictModel):
         _agree(tcp, "sack", lambda f: f.sender, "SACK is set per host and both send from")
         _agree(tcp, "max_window", lambda f: (f.sender, f.receiver),
                "the ceiling is set per route and both go from")
-        by_name = {f.name: f for f in self.flows}
+        types = {f.name: f.type for f in self.flows}
         for i, ref in enumerate(self.references):
             for flow in _flows_of(ref):
-                if flow not in by_name:
+                if flow not in types:
                     raise ValueError(f"references[{i}]: unknown flow {flow!r}")
-            problem = ip_bits_problem(ref, by_name[ref.flow].type) if hasattr(ref, "flow") else None
+            problem = ip_bits_problem(ref, types)
             if problem:
                 raise ValueError(f"references[{i}].{problem}")
         for i, fig in enumerate(self.figures):
