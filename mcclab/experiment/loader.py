@@ -160,8 +160,45 @@ def _cross_check(exp: Experiment, topo: Topology, path: Path) -> None:
             for node in [*flow.receiver_params, *flow.receiver_start]:
                 if node not in flow.receivers:
                     problems.append((f"flows[{i}]", f"{node!r} is not one of the receivers"))
+            problem = _groups_problem(spec, flow)
+            if problem:
+                problems.append((f"flows[{i}].groups", problem))
     if problems:
         raise SpecError(path, problems)
+
+
+def _groups_problem(spec: Any, flow: MulticastFlow) -> str | None:
+    """Why the flow's explicit groups do not match its protocol's channels (None: they do)."""
+    if not flow.groups or spec.channels is None:
+        return None
+    try:
+        channels = spec.channels(spec.params.model_validate(flow.params))
+    except ValidationError:
+        return None  # the params' own problem is reported above
+    if len(flow.groups) == channels:
+        return None
+    return (f"{len(flow.groups)} groups given, but {flow.protocol} with these params uses "
+            f"{channels} channels, one group each")
+
+
+def _with_overrides(exc: SpecError, profile: str, layers: list[tuple[str, dict[str, Any]]],
+                    ) -> SpecError:
+    """The error with the overrides it was found under, when any applied.
+
+    A profile may scale durations and times ('quick' shortens the run), so a
+    value that is valid as written can fall outside the run once resolved;
+    the message says which resolved values it was checked against.
+    """
+    said = []
+    for label, values in layers:
+        if values:
+            shown = [f"{k}={v}" for k, v in list(values.items())[:6]]
+            more = ", ..." if len(values) > 6 else ""
+            said.append(f"{label} {', '.join(shown)}{more}")
+    if not said:
+        return exc
+    note = f"(checked as resolved for profile {profile!r}: {'; '.join(said)})"
+    return SpecError(exc.path, exc.problems, note)
 
 
 def resolve(name_or_path: str, profile: str = "paper", sets: list[str] | None = None,
@@ -179,11 +216,16 @@ def resolve(name_or_path: str, profile: str = "paper", sets: list[str] | None = 
     chosen = (data.get("profiles") or {}).get(profile) or {}
     if profile == "quick" and not chosen:
         raise SpecError(path, [("profiles.quick", "this experiment defines no quick profile")])
-    overrides = list((chosen.get("set") or {}).items()) if isinstance(chosen, dict) else []
-    overrides += list(parse_set(sets or [], path).items())
-    overrides += list((extra or {}).items())
+    from_profile = (chosen.get("set") or {}) if isinstance(chosen, dict) else {}
+    from_cli = parse_set(sets or [], path)
+    layers = [("the profile sets", dict(from_profile)), ("--set", from_cli),
+              ("the sweep point sets", dict(extra or {}))]
+    overrides = [item for _, values in layers for item in values.items()]
     apply_overrides(data, overrides, path)
-    exp = validate(Experiment, data, path)
-    topo = _topology_for(exp, path)
-    _cross_check(exp, topo, path)
+    try:
+        exp = validate(Experiment, data, path)
+        topo = _topology_for(exp, path)
+        _cross_check(exp, topo, path)
+    except SpecError as exc:
+        raise _with_overrides(exc, profile, layers) from None
     return Resolved(exp, topo, profile, path, data)

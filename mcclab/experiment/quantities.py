@@ -14,7 +14,17 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_serializer, model_validator
 
 from mcclab.model.topology import StrictModel
-from mcclab.model.units import Probability, Rate
+from mcclab.model.units import (
+    NonNegRate,
+    PositiveRate,
+    Probability,
+    format_probability,
+    in_range,
+)
+
+# A relative tolerance of 0% accepts only the exact value, which a measurement never is.
+Tolerance = Annotated[Probability, in_range(format_probability, 0, 1, low_open=True,
+                                            why="0% accepts only the exact value")]
 
 
 class _Reference(StrictModel):
@@ -22,7 +32,8 @@ class _Reference(StrictModel):
 
     label: str = Field(description="short name shown in the report, e.g. 'WEBRC share'")
     source: str = Field("", description="where the paper value comes from, e.g. 'Fig. 9'")
-    tolerance: Probability | None = Field(None, description="relative tolerance, e.g. '10%'")
+    tolerance: Tolerance | None = Field(None, description="relative tolerance, e.g. '10%' "
+                                       "(above 0%, at most 100%)")
     within: tuple[float, float] | None = Field(
         None, description="absolute acceptance interval [low, high] in the quantity's unit")
 
@@ -39,7 +50,7 @@ class Throughput(_Reference):
     kind: Literal["throughput"]
     flow: str
     node: str | None = None
-    paper: Rate
+    paper: NonNegRate
 
 
 class Share(_Reference):
@@ -48,7 +59,7 @@ class Share(_Reference):
     kind: Literal["share"]
     flow: str
     node: str | None = None
-    capacity: Rate | None = None
+    capacity: PositiveRate | None = None
     of_flows: list[str] = Field(default_factory=list)
     bits: Literal["payload", "ip"] = Field(
         "payload", description="'ip' also counts the 28 bytes of IPv4 and UDP header of every "
@@ -83,7 +94,7 @@ class Utilisation(_Reference):
 
     kind: Literal["utilisation"]
     flows: list[str] = Field(min_length=1)
-    capacity: Rate
+    capacity: PositiveRate
     paper: float = Field(ge=0)
 
 
@@ -92,7 +103,15 @@ class Fairness(_Reference):
 
     kind: Literal["fairness"]
     flows: list[str] = Field(min_length=2)
-    paper: float = Field(ge=0, le=1)
+    paper: float = Field(ge=0, le=1, description="between 1/n and 1 for n flows")
+
+    @model_validator(mode="after")
+    def _jain_range(self) -> Fairness:
+        low = 1 / len(self.flows)
+        if self.paper < low - 1e-12:
+            raise ValueError(f"paper: {self.paper:g} is outside the allowed range [{low:.4g}, 1] "
+                             f"(Jain's index of {len(self.flows)} flows is at least 1/n)")
+        return self
 
 
 class Loss(_Reference):
@@ -146,6 +165,9 @@ class MeasureRef(_Reference):
                 plugin.check_args(args, leading=1)
             except PluginError as exc:
                 raise ValueError(f"args: {exc}") from None
+            problem = fraction_problem(args)
+            if problem:
+                raise ValueError(problem)
         unit = UNITS[plugin.unit]
         out = dict(data)
         for key in ("paper", "within"):
@@ -180,6 +202,26 @@ class MeasureRef(_Reference):
         from mcclab.analysis.plugins import UNITS
 
         return None if value is None else [UNITS[self.unit].write(v) for v in value]
+
+
+def fraction_problem(args: dict[str, Any]) -> str | None:
+    """Why a plugin's ``*_frac`` arguments do not make a window inside the run (None: they do).
+
+    By convention (as ``flow``/``flows`` name flows) an argument ending in
+    ``_frac`` is a fraction of the run's duration: in [0, 1], and
+    ``start_frac`` before ``end_frac``. Other arguments are the plugin's own.
+    """
+    for key, value in args.items():
+        if not key.endswith("_frac") or isinstance(value, bool):
+            continue
+        if not isinstance(value, int | float) or not 0 <= value <= 1:
+            return (f"args.{key}: {value!r} is outside the allowed range [0, 1] "
+                    "(a fraction of the run)")
+    start, end = args.get("start_frac"), args.get("end_frac")
+    if isinstance(start, int | float) and isinstance(end, int | float) and end <= start:
+        return (f"args.end_frac: {end:g} is outside the allowed range ({start:g}, 1] "
+                "(the window ends after start_frac)")
+    return None
 
 
 Reference = Annotated[
@@ -217,4 +259,4 @@ class FigureRef(StrictModel):
             plugin.check_args(self.args, leading=2)
         except PluginError as exc:
             return f"args: {exc}"
-        return None
+        return fraction_problem(self.args)

@@ -22,22 +22,51 @@ from mcclab.model.topology import (
     RoutingBackend,
     StrictModel,
 )
-from mcclab.model.units import Duration, Packets, Rate, Size
+from mcclab.model.units import (
+    NonNegDuration,
+    Packets,
+    PositiveDuration,
+    PositiveRate,
+    Size,
+    format_packets,
+    format_size,
+    in_range,
+    show_duration,
+)
 
 FlowName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")]
+
+# Linux takes a TCP_MAXSEG from 88 bytes (TCP_MIN_MSS); above 1460 bytes a
+# segment no longer fits the lab's 1500-byte MTU and the kernel silently uses less.
+Mss = Annotated[Size, in_range(format_size, 88, 1460,
+                               why="Linux's smallest MSS; the largest a 1500-byte MTU carries")]
+# iperf3 (-l) sends UDP payloads of 16 bytes (its sequence header) to 65507 bytes.
+IperfUdpSize = Annotated[Size, in_range(format_size, 16, 65507,
+                                        why="iperf3's UDP payload sizes")]
+# mcclab.traffic.udp_onoff opens every payload with an 8-byte sequence number.
+OnOffUdpSize = Annotated[Size, in_range(format_size, 8, 65507,
+                                        why="an 8-byte sequence number up to a UDP payload's "
+                                        "largest")]
+Window = Annotated[Packets, in_range(format_packets, 1, why="a window holds a packet")]
+# iperf3 refuses tests longer than a day (its MAX_TIME).
+IPERF_MAX_SECONDS = 86400.0
+# The agents refuse link-local groups (agents.runtime.session): never routed.
+_LINK_LOCAL = ipaddress.IPv4Network("224.0.0.0/24")
+_MULTICAST = ipaddress.IPv4Network("224.0.0.0/4")
 
 
 class _Flow(StrictModel):
     """Common flow fields: a name and the interval it is active in."""
 
     name: FlowName
-    start: Duration = Field(0.0, ge=0)
-    stop: Duration | None = Field(None, ge=0, description="default: the end of the run")
+    start: NonNegDuration = 0.0
+    stop: NonNegDuration | None = Field(None, description="default: the end of the run")
 
     @model_validator(mode="after")
     def _ordered(self) -> _Flow:
         if self.stop is not None and self.stop <= self.start:
-            raise ValueError(f"stop ({self.stop:g}s) must be after start ({self.start:g}s)")
+            raise ValueError(f"stop: {show_duration(self.stop)} is not after start "
+                             f"({show_duration(self.start)}); a flow stops after it starts")
         return self
 
 
@@ -53,8 +82,23 @@ class MulticastFlow(_Flow):
     ssm: bool = False
     params: dict[str, Any] = Field(default_factory=dict)
     receiver_params: dict[NodeName, dict[str, Any]] = Field(default_factory=dict)
-    receiver_start: dict[NodeName, Duration] = Field(
-        default_factory=dict, description="per-receiver start times (default: the flow's)")
+    receiver_start: dict[NodeName, NonNegDuration] = Field(
+        default_factory=dict, description="per-receiver start times (default: the flow's); "
+        "before the flow's stop and the run's end")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> MulticastFlow:
+        """A receiver listed twice would start two agents on one host; groups must route."""
+        seen: set[str] = set()
+        for j, node in enumerate(self.receivers):
+            if node in seen:
+                raise ValueError(f"receivers[{j}]: {node!r} is listed twice")
+            seen.add(node)
+        for j, group in enumerate(self.groups):
+            if group not in _MULTICAST or group in _LINK_LOCAL:
+                raise ValueError(f"groups[{j}]: {group} is outside the routable multicast "
+                                 "range 224.0.1.0 to 239.255.255.255")
+        return self
 
 
 SACK_DOC = ("false: the sender's namespace runs TCP without selective acknowledgements "
@@ -73,9 +117,10 @@ class TcpFlow(_Flow):
     sender: NodeName
     receiver: NodeName
     cc: Literal["reno", "cubic", "bbr"] = "reno"
-    mss: Size | None = Field(None, description="TCP maximum segment size, e.g. 1000B")
+    mss: Mss | None = Field(None, description="TCP maximum segment size, e.g. 1000B "
+                            "(88B to 1460B)")
     sack: bool = Field(True, description=SACK_DOC)
-    max_window: Packets | None = Field(None, ge=1, description=WINDOW_DOC)
+    max_window: Window | None = Field(None, description=WINDOW_DOC)
 
 
 class UdpFlow(_Flow):
@@ -84,15 +129,15 @@ class UdpFlow(_Flow):
     type: Literal["udp"]
     sender: NodeName
     receiver: NodeName
-    rate: Rate
-    packet_size: Size = 1000
+    rate: PositiveRate
+    packet_size: IperfUdpSize = 1000
 
 
 class Period(StrictModel):
     """A random period length: exponential, or Pareto with a shape."""
 
     distribution: Literal["exponential", "pareto"]
-    mean: Duration = Field(gt=0)
+    mean: PositiveDuration
     shape: float = Field(1.5, gt=1, description="Pareto shape (ignored for exponential)")
 
 
@@ -103,11 +148,11 @@ class OnOffFlow(_Flow):
     sender: NodeName
     receiver: NodeName
     carrier: Literal["tcp", "udp"] = "udp"
-    rate: Rate | None = Field(None, description="UDP rate (required for carrier udp)")
-    packet_size: Size = 1000
+    rate: PositiveRate | None = Field(None, description="UDP rate (required for carrier udp)")
+    packet_size: OnOffUdpSize = 1000
     cc: Literal["reno", "cubic", "bbr"] = "reno"
     sack: bool = Field(True, description=SACK_DOC)
-    max_window: Packets | None = Field(None, ge=1, description=WINDOW_DOC)
+    max_window: Window | None = Field(None, description=WINDOW_DOC)
     # Not "on"/"off": YAML 1.1 reads those words as booleans.
     on_period: Period
     off_period: Period
@@ -190,9 +235,11 @@ class Experiment(StrictModel):
     reference: str = Field("", description="the paper and figure reproduced")
     topology: str = Field(description="topology file, relative to the repository")
     overrides: TopologyOverrides = TopologyOverrides()
-    duration: Duration = Field(gt=0)
-    warmup: Duration = Field(0.0, ge=0)
-    seed: int = 1
+    duration: PositiveDuration
+    warmup: NonNegDuration = Field(0.0, description="the measurement window is [warmup, "
+                                   "duration]: shorter than the duration")
+    # The link emulator takes seeds in [0, 2^53] (linkemu/config.c).
+    seed: int = Field(1, ge=0, le=2**53)
     flows: list[Flow] = Field(min_length=1)
     references: list[Reference] = Field(default_factory=list)
     figures: list[FigureRef] = Field(
@@ -203,17 +250,17 @@ class Experiment(StrictModel):
 
     @model_validator(mode="after")
     def _timeline(self) -> Experiment:
+        end = show_duration(self.duration)
         if self.warmup >= self.duration:
-            raise ValueError(f"warmup: {self.warmup:g}s is not shorter than the duration")
+            raise ValueError(f"warmup: {show_duration(self.warmup)} is outside the allowed range "
+                             f"[0s, {end}) (the measurement window [warmup, duration] must "
+                             "not be empty)")
         names = [f.name for f in self.flows]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"flows: duplicate flow names {dupes}")
         for i, flow in enumerate(self.flows):
-            if flow.start >= self.duration:
-                raise ValueError(f"flows[{i}].start: {flow.start:g}s is after the run ends")
-            if flow.stop is not None and flow.stop > self.duration:
-                raise ValueError(f"flows[{i}].stop: {flow.stop:g}s is after the run ends")
+            _flow_in_run(i, flow, self.duration)
         tcp = [(i, f) for i, f in enumerate(self.flows) if carries_tcp(f)]
         _agree(tcp, "sack", lambda f: f.sender, "SACK is set per host and both send from")
         _agree(tcp, "max_window", lambda f: (f.sender, f.receiver),
@@ -231,6 +278,31 @@ class Experiment(StrictModel):
             if problem:
                 raise ValueError(f"figures[{i}].{problem}")
         return self
+
+
+def _flow_in_run(i: int, flow: Any, duration: float) -> None:
+    """Refuse a flow's times outside the run [0, duration] (with the values being run)."""
+    end = show_duration(duration)
+    if flow.start >= duration:
+        raise ValueError(f"flows[{i}].start: {show_duration(flow.start)} is outside the allowed "
+                         f"range [0s, {end}) (a flow starts before the run ends)")
+    if flow.stop is not None and flow.stop > duration:
+        raise ValueError(f"flows[{i}].stop: {show_duration(flow.stop)} is outside the allowed "
+                         f"range ({show_duration(flow.start)}, {end}] (after the flow's start, "
+                         "by the run's end)")
+    stop = duration if flow.stop is None else flow.stop
+    for node, at in getattr(flow, "receiver_start", {}).items():
+        if at >= stop:
+            what = "the run's end" if flow.stop is None else "the flow's stop"
+            raise ValueError(f"flows[{i}].receiver_start.{node}: {show_duration(at)} is outside "
+                             f"the allowed range [0s, {show_duration(stop)}) (before {what})")
+    if isinstance(flow, TcpFlow | UdpFlow) or (isinstance(flow, OnOffFlow)
+                                              and flow.carrier == "tcp"):
+        length = stop - flow.start
+        if length > IPERF_MAX_SECONDS:
+            field = "duration" if flow.stop is None else f"flows[{i}].stop"
+            raise ValueError(f"{field}: flow {flow.name!r} would run {show_duration(length)}; "
+                             "iperf3 runs at most 86400s (one day)")
 
 
 def _agree(flows: list[tuple[int, Any]], field: str, key: Any, why: str) -> None:

@@ -24,12 +24,19 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class SpecError(Exception):
-    """A spec file is invalid. ``problems`` holds (field path, reason) pairs."""
+    """A spec file is invalid. ``problems`` holds (field path, reason) pairs.
 
-    def __init__(self, path: Path | str, problems: list[tuple[str, str]]):
+    ``note`` (optional) is a last line of context, e.g. the profile's overrides
+    the values were resolved with.
+    """
+
+    def __init__(self, path: Path | str, problems: list[tuple[str, str]], note: str = ""):
         self.path = str(path)
         self.problems = problems
+        self.note = note
         lines = [f"{self.path}: {field}: {reason}" for field, reason in problems]
+        if note:
+            lines.append(f"{self.path}: {note}")
         super().__init__("\n".join(lines))
 
 
@@ -95,7 +102,9 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
-_INNER_PATH = re.compile(r"^Value error, ((?:[a-z_]+(?:\[\d+\])?\.?)+): (.*)$", re.S)
+# A path's parts are field names, list indices and mapping keys such as node
+# names ("flows[0].receiver_start.h1").
+_INNER_PATH = re.compile(r"^Value error, ((?:[a-z_][a-z0-9_]*(?:\[\d+\])?\.?)+): (.*)$", re.S)
 
 
 def _problems(exc: ValidationError) -> list[tuple[str, str]]:
@@ -111,7 +120,7 @@ def _problems(exc: ValidationError) -> list[tuple[str, str]]:
         if inner:
             prefix = "" if field == "(top level)" else field + "."
             field, reason = prefix + inner.group(1), inner.group(2)
-        out.append((field, reason))
+        out.append((field, reason.removeprefix("Value error, ")))
     return out
 
 

@@ -11,14 +11,46 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
-from mcclab.model.units import Duration, Packets, Probability, Rate
+from mcclab.model.units import (
+    Duration,
+    Packets,
+    Probability,
+    Rate,
+    format_packets,
+    format_probability,
+    format_rate,
+    in_range,
+    show_duration,
+)
 
+# The link emulator's limits (linkemu/config.c): a rate up to 1e12 bit/s, a
+# delay (and so a jitter) up to 60 s, a queue of at most a million packets.
+MAX_LINK_RATE = 1e12
+MAX_LINK_DELAY = 60.0
+MAX_QUEUE = 1_000_000
+LinkRate = Annotated[Rate, in_range(format_rate, 0, MAX_LINK_RATE, low_open=True,
+                                    why="the link emulator's range")]
+LinkDelay = Annotated[Duration, in_range(show_duration, 0, MAX_LINK_DELAY,
+                                         why="the link emulator's range")]
+QueueLimit = Annotated[Packets, in_range(format_packets, 1, MAX_QUEUE,
+                                         why="a queue holds at least one packet")]
+# RED with max_p 0 never drops early (the emulator refuses it): use droptail.
+RedMaxP = Annotated[Probability, in_range(format_probability, 0, 1, low_open=True,
+                                          why="0% never drops early; use droptail")]
+# FRR takes the query interval in whole seconds and the other IGMP times in
+# whole deciseconds (mcclab.routing.common.IgmpTimers); refuse what it would round.
+MAX_IGMP_DECISECONDS = 65535
 # Node names become interface prefixes ("r12-eth3"), and Linux caps interface
 # names at 15 characters, hence the short limit.
-PositiveRate = Annotated[Rate, Field(gt=0)]
-NonNegDuration = Annotated[Duration, Field(ge=0)]
 NodeName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9]{0,7}$")]
 # frr: Debian 12's FRR 8.4; frr10: FRR 10.7 built by the playbook (docs/routing.md).
 RoutingBackend = Literal["frr", "frr10", "pimd", "smcroute"]
@@ -35,7 +67,7 @@ class RedParams(StrictModel):
 
     min_th: Packets = Field(description="average queue at which early drops start")
     max_th: Packets = Field(description="average queue at which the drop probability is max_p")
-    max_p: Probability = Field(description="drop probability at max_th")
+    max_p: RedMaxP = Field(description="drop probability at max_th")
     weight: float = Field(0.002, gt=0, le=1, description="EWMA weight w_q (ns-2 default 0.002)")
     gentle: bool = Field(True, description="ramp from max_p to 1 between max_th and 2*max_th")
 
@@ -49,14 +81,12 @@ class RedParams(StrictModel):
 class Queue(StrictModel):
     """A link's output queue: its limit in packets and its discipline."""
 
-    limit: Packets = Field(description="queue capacity in packets")
+    limit: QueueLimit = Field(description="queue capacity in packets")
     discipline: Literal["droptail", "red"] = "droptail"
     red: RedParams | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Queue:
-        if self.limit < 1:
-            raise ValueError(f"limit must be at least 1pkt (got {self.limit}pkt)")
         if self.discipline == "red" and self.red is None:
             raise ValueError("discipline 'red' needs a 'red' block (min_th, max_th, max_p)")
         if self.discipline == "droptail" and self.red is not None:
@@ -80,9 +110,9 @@ class GilbertElliott(StrictModel):
 class LinkParams(StrictModel):
     """The emulated properties of one direction of a link."""
 
-    rate: PositiveRate | None = Field(None, description="bit rate; omitted means unshaped")
-    delay: NonNegDuration = Field(0.0, description="one-way propagation delay")
-    jitter: NonNegDuration = Field(0.0, description="delay variation (never reorders)")
+    rate: LinkRate | None = Field(None, description="bit rate; omitted means unshaped")
+    delay: LinkDelay = Field(0.0, description="one-way propagation delay")
+    jitter: LinkDelay = Field(0.0, description="delay variation (never reorders)")
     loss: Probability = Field(0.0, description="Bernoulli loss probability")
     gilbert_elliott: GilbertElliott | None = None
     queue: Queue | None = None
@@ -104,9 +134,9 @@ def _check_params(p: LinkParams) -> None:
 class LinkOverride(StrictModel):
     """Per-direction overrides of a link's shared parameters."""
 
-    rate: PositiveRate | None = None
-    delay: NonNegDuration | None = None
-    jitter: NonNegDuration | None = None
+    rate: LinkRate | None = None
+    delay: LinkDelay | None = None
+    jitter: LinkDelay | None = None
     loss: Probability | None = None
     gilbert_elliott: GilbertElliott | None = None
     queue: Queue | None = None
@@ -159,9 +189,12 @@ class IgmpSettings(StrictModel):
     """
 
     version: Literal[2, 3] = 3
-    query_interval: Duration = Field(125.0, gt=0)
-    query_response_interval: Duration = Field(10.0, gt=0)
-    last_member_query_interval: Duration = Field(1.0, gt=0)
+    query_interval: Duration = Field(125.0, description="whole seconds, 1s to 65535s")
+    query_response_interval: Duration = Field(
+        10.0, description="whole tenths of a second, 100ms to 6553.5s; shorter than "
+        "query_interval")
+    last_member_query_interval: Duration = Field(
+        1.0, description="whole tenths of a second, 100ms to 6553.5s")
     last_member_query_count: int = Field(2, ge=1, le=7)
     unsolicited_report_interval: Duration = Field(
         0.1, gt=0, le=25,
@@ -171,6 +204,24 @@ class IgmpSettings(StrictModel):
         False, description="routers drop a group (or an IGMPv3 source) at the last leave, "
         "without last-member queries; needs routing backend frr10 (FRR >= 10.4)",
     )
+
+    @field_validator("query_interval")
+    @classmethod
+    def _whole_seconds(cls, value: float) -> float:
+        if not value.is_integer() or not 1 <= value <= 65535:
+            raise ValueError(f"{show_duration(value)} is not a whole number of seconds in the "
+                             "allowed range [1s, 65535s] (FRR sets it in seconds)")
+        return value
+
+    @field_validator("query_response_interval", "last_member_query_interval")
+    @classmethod
+    def _whole_deciseconds(cls, value: float) -> float:
+        tenths = round(value * 10)
+        if abs(value * 10 - tenths) > 1e-6 or not 1 <= tenths <= MAX_IGMP_DECISECONDS:
+            raise ValueError(f"{show_duration(value)} is not a whole number of tenths of a "
+                             "second in the allowed range [100ms, 6553.5s] (FRR sets it in "
+                             "deciseconds)")
+        return value
 
 
 class StaticGroup(StrictModel):
@@ -202,6 +253,12 @@ class Routing(StrictModel):
         """The SSM range is multicast; immediate leave only where the daemon has it."""
         if not self.ssm_range.subnet_of(ipaddress.IPv4Network("224.0.0.0/4")):
             raise ValueError(f"ssm_range {self.ssm_range} is not inside 224.0.0.0/4")
+        if self.igmp.query_response_interval >= self.igmp.query_interval:
+            # RFC 3376 sec. 8.3; FRR refuses it.
+            raise ValueError(
+                f"igmp.query_response_interval: "
+                f"{show_duration(self.igmp.query_response_interval)} must be shorter than "
+                f"igmp.query_interval ({show_duration(self.igmp.query_interval)})")
         if self.igmp.immediate_leave and self.backend != "frr10":
             raise ValueError(f"igmp.immediate_leave: backend {self.backend!r} has no immediate "
                              "leave; only frr10 (FRR >= 10.4) does")

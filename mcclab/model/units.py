@@ -10,9 +10,10 @@ packets, probability in [0, 1]).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
 _NUMBER = r"(-?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)"
 
@@ -64,6 +65,8 @@ def parse_size(value: object) -> int:
     if key not in _SIZE_UNITS:
         raise ValueError(f"unknown size unit {unit!r} in {value!r}; use B, kB, KiB, MB or MiB")
     size = number * _SIZE_UNITS[key]
+    if size < 0:
+        raise ValueError(f"size {value!r} is negative; a size is at least 0B")
     if size != int(size):
         raise ValueError(f"size {value!r} is not a whole number of bytes")
     return int(size)
@@ -93,14 +96,63 @@ def parse_probability(value: object) -> float:
 def format_rate(bps: float) -> str:
     """Render bit/s with the largest unit that keeps a short number."""
     for unit, scale in (("Gbit", 1e9), ("Mbit", 1e6), ("kbit", 1e3)):
-        if bps >= scale:
+        if abs(bps) >= scale:
             return f"{bps / scale:.12g}{unit}"
     return f"{bps:.12g}bit"
 
 
 def format_duration(seconds: float) -> str:
     """Render seconds as ms below one second."""
-    return f"{seconds * 1e3:.12g}ms" if seconds < 1 else f"{seconds:.12g}s"
+    return f"{seconds * 1e3:.12g}ms" if abs(seconds) < 1 else f"{seconds:.12g}s"
+
+
+def show_duration(seconds: float) -> str:
+    """A duration for messages: as :func:`format_duration`, but zero reads '0s'."""
+    return "0s" if seconds == 0 else format_duration(seconds)
+
+
+def format_size(size: float) -> str:
+    """Render bytes as written in specs ('1000B')."""
+    return f"{size:.12g}B"
+
+
+def format_packets(count: float) -> str:
+    """Render a packet count as written in specs ('50pkt')."""
+    return f"{count:.12g}pkt"
+
+
+def format_probability(prob: float) -> str:
+    """Render a probability as a percentage ('1%')."""
+    return f"{prob * 100:.12g}%"
+
+
+def span(show: Callable[[float], str], low: float | None, high: float | None,
+         low_open: bool = False, high_open: bool = False) -> str:
+    """An interval in a spec's units: '(0bit, 1000Gbit]', '[0s, inf)'."""
+    left = "(-inf" if low is None else ("(" if low_open else "[") + show(low)
+    right = "inf)" if high is None else show(high) + (")" if high_open else "]")
+    return f"{left}, {right}"
+
+
+def in_range(show: Callable[[float], str], low: float | None = None, high: float | None = None,
+             *, low_open: bool = False, high_open: bool = False,
+             why: str = "") -> AfterValidator:
+    """A field check refusing a parsed value outside an interval, named in the field's unit.
+
+    pydantic's own ``gt``/``le`` messages print the canonical number without its
+    unit ("less than or equal to 60"); this one prints the value and the
+    allowed range as a spec writes them ("90s is outside the allowed range
+    [0s, 60s]"), and why.
+    """
+    def check(value: float) -> float:
+        below = low is not None and (value <= low if low_open else value < low)
+        above = high is not None and (value >= high if high_open else value > high)
+        if below or above:
+            reason = f" ({why})" if why else ""
+            raise ValueError(f"{show(value)} is outside the allowed range "
+                             f"{span(show, low, high, low_open, high_open)}{reason}")
+        return value
+    return AfterValidator(check)
 
 
 def _schema(pattern: str, example: str) -> WithJsonSchema:
@@ -140,6 +192,13 @@ Packets = Annotated[
 Probability = Annotated[
     float,
     BeforeValidator(parse_probability),
-    PlainSerializer(lambda p: f"{p * 100:.12g}%"),
+    PlainSerializer(format_probability),
     _schema(_NUM + "%$", "1%"),
 ]
+
+# The ranges most fields need. A rate or a period of zero or less, or a time
+# offset before the run's start, describes nothing a lab can do.
+PositiveRate = Annotated[Rate, in_range(format_rate, 0, low_open=True)]
+NonNegRate = Annotated[Rate, in_range(format_rate, 0)]
+PositiveDuration = Annotated[Duration, in_range(show_duration, 0, low_open=True)]
+NonNegDuration = Annotated[Duration, in_range(show_duration, 0)]

@@ -1,7 +1,14 @@
-"""Experiment specs: malformed specs fail before anything starts; profiles and --set apply."""
+"""Experiment specs: malformed specs fail before anything starts; profiles and --set apply.
+
+Each malformed spec opens with comment lines: ``# expect: <field path>`` (the
+field the error must name), optionally ``# reason: <text>`` (part of the
+reason it must give) and ``# profile: <name>`` (the profile to resolve it
+with; default paper, the spec as written).
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,13 +24,28 @@ def test_enough_malformed_specs():
     assert len(MALFORMED) >= 15
 
 
+def header(path: Path) -> dict[str, str]:
+    """The ``# key: value`` comment lines a fixture opens with; ``expect`` is required."""
+    out = {}
+    for line in path.read_text().splitlines():
+        m = re.fullmatch(r"# (expect|reason|profile): (\S.*)", line)
+        if not m:
+            break
+        out[m.group(1)] = m.group(2).strip()
+    assert "expect" in out, f"{path.name}: first line must be '# expect: <field path>'"
+    return out
+
+
 @pytest.mark.parametrize("path", MALFORMED, ids=[p.stem for p in MALFORMED])
 def test_malformed_spec_is_rejected_naming_file_and_field(path):
-    expected = path.read_text().splitlines()[0].removeprefix("# expect: ").strip()
+    want = header(path)
     with pytest.raises(SpecError) as info:
-        resolve(str(path))
+        resolve(str(path), want.get("profile", "paper"))
     assert info.value.path == str(path)
-    assert expected in [field for field, _ in info.value.problems], str(info.value)
+    hits = [reason for field, reason in info.value.problems if field == want["expect"]]
+    assert hits, str(info.value)
+    if "reason" in want:
+        assert any(want["reason"] in reason for reason in hits), str(info.value)
 
 
 def test_unknown_profile_and_missing_quick_profile(tmp_path):

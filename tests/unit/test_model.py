@@ -44,7 +44,7 @@ def test_errors_name_file_and_every_bad_field():
         ]), "topologies/bad.yaml")
     fields = [f for f, _ in info.value.problems]
     assert "links[0].rate" in fields and "links[0].delay" in fields
-    assert "links[1].queue" in fields
+    assert "links[1].queue.limit" in fields
     assert str(info.value).startswith("topologies/bad.yaml: ")
 
 
