@@ -32,7 +32,7 @@ from agents.rlc_schedule import (
     per_slot,
     transmissions,
 )
-from agents.runtime.actions import Action, Join, Leave, Log, Send, SetTimer
+from agents.runtime.actions import Action, Join, Leave, Log, Reject, Send, SetTimer
 from agents.runtime.core import ReceiverCore, SenderCore
 from agents.runtime.header import Header, StructExtension
 from agents.runtime.registry import ProtocolSpec, register
@@ -200,7 +200,9 @@ class RlcReceiver(ReceiverCore):
         self.now = now
         ext: RlcExt = header.ext
         layer = header.channel
-        if ext is None or ext.layer != layer or layer > self.level:
+        if ext is None or ext.layer != layer:
+            return [Reject()]  # the extension names another layer than its channel
+        if layer > self.level:
             return []  # a straggler of a layer already left
         lost = self._account(layer, header.seq, ext)
         if lost is None:

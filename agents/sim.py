@@ -82,6 +82,9 @@ class Link:
     leave_delay: float = 0.0
     feedback_loss: float = 0.0  # random loss of unicast feedback, each way
     via: str | None = None  # a shared Router between the sender and this link
+    # Drop episodes: every packet offered to the link in [start, end) of one is lost,
+    # whatever its channel (a congested queue overflowing for a while).
+    outages: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass
@@ -150,6 +153,7 @@ class LinkCounters:
     offered: int = 0
     lost: int = 0  # random loss
     queue_drops: int = 0
+    outage_drops: int = 0  # Link.outages
     delivered: int = 0
 
 
@@ -216,6 +220,9 @@ class SimPort:
         self.counters.offered += 1
         if link.loss and self.net.rng.random() < link.loss:
             self.counters.lost += 1
+            return
+        if any(start <= now < end for start, end in link.outages):
+            self.counters.outage_drops += 1
             return
         leave = now
         if link.rate is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from agents.ormcc.estimators import Ewma
 from agents.ormcc.params import OrmccParams
 from agents.ormcc.wire import INVALID, OrmccExt, decode_ci
-from agents.runtime.actions import Action, CancelTimer, Log, Send, SetTimer
+from agents.runtime.actions import Action, CancelTimer, Log, Reject, Send, SetTimer
 from agents.runtime.core import SenderCore
 from agents.runtime.pacing import Pacer
 
@@ -69,14 +69,22 @@ class OrmccSender(SenderCore):
         return []
 
     def on_feedback(self, now: float, data: bytes, peer: str) -> list[Action]:
-        """A CI(mu) arrived from ``peer`` (Appendix I-A, "upon receipt of CI(mu)")."""
+        """A CI(mu) arrived from ``peer`` and is handled at once."""
+        return self.on_feedback_at(now, now, data, peer)
+
+    def on_feedback_at(self, now: float, arrival: float, data: bytes, peer: str
+                       ) -> list[Action]:
+        """A CI(mu) from ``peer`` that reached this host at ``arrival`` (the kernel's
+        receive timestamp, as STAIR's probe echoes) and is handled at ``now`` (Appendix
+        I-A, "upon receipt of CI(mu)"). The RTT and T^cr samples end at ``arrival``, so
+        the time the CI waited for the event loop is not part of them."""
         try:
             ci = decode_ci(data)
         except ValueError:
             self.counts["ci_malformed"] += 1
-            return []
+            return [Reject()]
         self.counts["ci_rx"] += 1
-        rtt = max(now - ci.echo_ns / 1e9, self.params.min_rtt)
+        rtt = max(arrival - ci.echo_ns / 1e9, self.params.min_rtt)
         if self.cr is not None and ci.rid == self.cr:
             self.counts["ci_rx_cr"] += 1
             self.cr_valid = True
@@ -86,7 +94,7 @@ class OrmccSender(SenderCore):
             # same CR answers next, or a too-short first estimate could never grow.
             started = self.check_started if self.check_started is not None else self.expired_check
             if started is not None:
-                self.tcr.update(now - started)
+                self.tcr.update(max(arrival - started, 0.0))
             self.expired_check = None
             self.mu.update(ci.trac)
             self._update_rtt(rtt)

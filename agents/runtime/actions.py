@@ -78,4 +78,11 @@ class Feedback:
     to: str | None = None
 
 
-Action = Send | Join | Leave | SetTimer | CancelTimer | Log | Metric | Feedback
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """The datagram this event handed the core is not valid traffic: the runtime counts it
+    as dropped instead of received (reason ``extension`` from ``on_packet``, ``feedback``
+    from ``on_feedback``). Only an answer to a datagram; the core must not have acted on it."""
+
+
+Action = Send | Join | Leave | SetTimer | CancelTimer | Log | Metric | Feedback | Reject

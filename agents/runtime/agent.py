@@ -16,7 +16,17 @@ import math
 from functools import partial
 from typing import Any
 
-from agents.runtime.actions import CancelTimer, Feedback, Join, Leave, Log, Metric, Send, SetTimer
+from agents.runtime.actions import (
+    CancelTimer,
+    Feedback,
+    Join,
+    Leave,
+    Log,
+    Metric,
+    Reject,
+    Send,
+    SetTimer,
+)
 from agents.runtime.core import Core
 from agents.runtime.eventlog import EventLog
 from agents.runtime.feedback import encode_feedback, parse_feedback
@@ -111,30 +121,48 @@ class Agent:
         at = now if arrival is None else min(max(arrival, self._seen), now)
         header = self.parser.parse(data, channel)
         if isinstance(header, Drop):
-            self.stats.on_drop(header)
-            self.metrics.malformed[header].inc()
+            self._drop(header)
             return
         self._received(at, now, header, len(data))
 
-    def deliver_feedback(self, data: bytes, peer: str, arrival: float | None = None) -> None:
-        """A unicast feedback datagram arrived from ``peer`` (``ADDR:PORT`` or a node name),
-        at ``arrival`` on this clock when the transport knows (the kernel's timestamp)."""
+    def deliver_feedback(self, data: bytes, peer: str | None, arrival: float | None = None
+                         ) -> None:
+        """A unicast feedback datagram arrived from ``peer`` (``ADDR:PORT`` or a node name;
+        None for a source no reply can reach), at ``arrival`` on this clock when the
+        transport knows (the kernel's timestamp)."""
         if not self.running:
             return
         now = self.clock.now()
         arrival = now if arrival is None else min(arrival, now)
         body = parse_feedback(data, self.spec.protocol_id, self.session.session_id)
         if isinstance(body, Drop):
-            self.stats.on_drop(body)
-            self.metrics.malformed[body].inc()
+            self._drop(body)
             return
-        self.stats.feedback_rx += 1
-        self.metrics.feedback_received.inc()
+        if peer is None:  # cores may answer any peer they are given: never an unreachable one
+            self._drop(Drop.PEER)
+            return
         self._seen = now
-        self._apply(self.core.on_feedback_at(now, arrival, body, peer), now)
+        actions = self.core.on_feedback_at(now, arrival, body, peer)
+        if _rejected(actions):
+            self._drop(Drop.FEEDBACK)
+        else:
+            self.stats.feedback_rx += 1
+            self.metrics.feedback_received.inc()
+        self._apply(actions, now)
+
+    def _drop(self, reason: Drop) -> None:
+        """Count a dropped datagram: stats (the log's ``dropped``) and the metric."""
+        self.stats.on_drop(reason)
+        self.metrics.malformed[reason].inc()
 
     def _received(self, at: float, now: float, header: Header, size: int) -> None:
         """A parsed datagram that arrived at ``at`` and is handled at ``now``."""
+        self._seen = at
+        actions = self.core.on_packet(at, header, size, self.groups[header.channel])
+        if _rejected(actions):  # the core found the extension inconsistent: not traffic
+            self._drop(Drop.EXTENSION)
+            self._apply(actions, now)
+            return
         chan = self.stats.channels.get(header.channel)
         if chan is None or chan.base is None:
             joined = self.joined.get(header.channel)
@@ -143,8 +171,7 @@ class Agent:
         self.stats.on_packet(header.channel, header.seq, size)
         self.metrics.packets_received.inc()
         self.metrics.bytes_received.inc(size)
-        self._seen = at
-        self._apply(self.core.on_packet(at, header, size, self.groups[header.channel]), now)
+        self._apply(actions, now)
 
     def _on_timer(self, timer_id: str) -> None:
         handle = self._timers.pop(timer_id, None)
@@ -207,6 +234,8 @@ class Agent:
                 self._gauge(now, action.name, action.value)
             elif isinstance(action, Feedback):
                 self._feedback(action)
+            elif isinstance(action, Reject):
+                pass  # counted by the datagram handler that received it (see _rejected)
             else:
                 raise TypeError(f"core returned {action!r}, which is not an action")
 
@@ -281,6 +310,11 @@ class Agent:
         error = self.metrics.core_gauge(name, value)
         if error is not None:
             self.log.write(now, "error", what="metric", error=error)
+
+
+def _rejected(actions: list[Any]) -> bool:
+    """Whether a core's answer to a datagram rejects it."""
+    return any(isinstance(action, Reject) for action in actions)
 
 
 def _plain(value: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from agents.runtime.actions import Action
+from agents.runtime.actions import Action, Reject
 from agents.runtime.header import Header
 
 
@@ -29,7 +29,8 @@ class Core(ABC):
 
         ``payload_len`` is the whole UDP payload in bytes (header, extension and
         padding: the packet size the sender asked for); ``group`` is the address of
-        the channel it arrived on.
+        the channel it arrived on. ``[Reject()]`` counts the datagram as dropped (reason
+        ``extension``) when its extension contradicts its channel or session.
         """
         return []
 
@@ -38,9 +39,11 @@ class Core(ABC):
 
         ``data`` is what the other side put in its ``Feedback`` action; ``peer`` is
         opaque (``ADDR:PORT`` in a lab, a node name in the simulator) and can be
-        passed back as ``Feedback(data, to=peer)``.
+        passed back as ``Feedback(data, to=peer)``. A body the core does not accept is
+        answered with ``[Reject()]``, so the runtime counts it as a drop; a core that
+        expects no feedback (this default) rejects everything.
         """
-        return []
+        return [Reject()]
 
     def on_feedback_at(self, now: float, arrival: float, data: bytes, peer: str
                        ) -> list[Action]:

@@ -17,6 +17,7 @@ Like :class:`~agents.runtime.header.HeaderParser`, :func:`parse_feedback` never 
 from __future__ import annotations
 
 import struct
+from ipaddress import IPv4Address
 
 from agents.runtime.header import Drop
 
@@ -25,6 +26,7 @@ FEEDBACK_VERSION = 1
 FRAME = struct.Struct("!4sBBHI")
 FRAME_LEN = FRAME.size  # 12
 MAX_FEEDBACK_DATA = 512  # a congestion report or probe, never bulk data
+_BROADCAST = IPv4Address("255.255.255.255")
 
 
 def encode_feedback(protocol: int, session: int, data: bytes) -> bytes:
@@ -50,6 +52,21 @@ def parse_feedback(raw: bytes, protocol: int, session: int) -> bytes | Drop:
     if len(raw) - FRAME_LEN > MAX_FEEDBACK_DATA:
         return Drop.EXT_LENGTH
     return bytes(raw[FRAME_LEN:])
+
+
+def reply_peer(addr: str, port: int) -> str | None:
+    """The peer string of a datagram's source, or None when no reply could reach it: UDP
+    source port 0 ("no reply expected"), or an address that is not one host's (multicast,
+    limited broadcast, unspecified), which a forged datagram can carry."""
+    if not 1 <= port <= 65535:
+        return None
+    try:
+        ip = IPv4Address(addr)
+    except ValueError:
+        return None
+    if ip.is_multicast or ip.is_unspecified or ip == _BROADCAST:
+        return None
+    return format_peer(addr, port)
 
 
 def format_peer(addr: str, port: int) -> str:

@@ -49,7 +49,16 @@ class Drop(enum.StrEnum):
     CHANNEL = "channel"  # channel outside the session, or not the one it arrived on
     FLAGS = "flags"  # reserved or undeclared flag bits set
     EXT_LENGTH = "ext_length"  # extension longer than allowed or than the datagram
-    EXTENSION = "extension"  # the protocol's extension decoder rejected the bytes
+    EXTENSION = "extension"  # the protocol rejected the extension (decoder, or the core)
+    # Feedback datagrams (unicast) only, past the frame checks of agents.runtime.feedback:
+    PEER = "peer"  # from a source no reply can reach (UDP port 0, multicast, broadcast)
+    FEEDBACK = "feedback"  # the core rejected the body (not a message it expects)
+
+
+# The reasons HeaderParser.parse returns (the others are decided after it).
+PARSER_DROPS: tuple[Drop, ...] = (Drop.SHORT, Drop.MAGIC, Drop.VERSION, Drop.PROTOCOL,
+                                  Drop.SESSION, Drop.CHANNEL, Drop.FLAGS, Drop.EXT_LENGTH,
+                                  Drop.EXTENSION)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,15 +14,16 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from agents.runtime.feedback import format_peer, parse_peer
+from agents.runtime.feedback import parse_peer, reply_peer
 from agents.runtime.loop import EventLoop
 from agents.runtime.membership import close_member, open_member
 from agents.runtime.session import Session
 
 # (datagram, channel it arrived on, arrival: the kernel's receive time on the loop's clock)
 Deliver = Callable[[bytes, int, float | None], None]
-# (datagram, peer "ADDR:PORT", arrival as for Deliver)
-DeliverFeedback = Callable[[bytes, str, float | None], None]
+# (datagram, peer "ADDR:PORT" or None when no reply can reach the source, arrival as for
+# Deliver)
+DeliverFeedback = Callable[[bytes, str | None, float | None], None]
 BATCH = 256  # datagrams read per readiness event and socket, so one socket cannot starve
 # Linux SO_TIMESTAMPNS (= SCM_TIMESTAMPNS; Python's socket module does not name it): the
 # kernel's receive time (CLOCK_REALTIME) of each datagram as a struct timespec.
@@ -119,7 +120,8 @@ class UdpTransport:
 
     def send_feedback(self, to: str | None, data: bytes) -> bool:
         """Unicast ``data`` to ``to`` (``ADDR:PORT``) or, when None, to the session's sender;
-        False when the kernel refuses."""
+        False when the kernel refuses (including EACCES: a peer is whoever sent the datagram
+        being answered, and a forged one may name a subnet's broadcast address)."""
         if to is None:
             if self.session.feedback_port is None:
                 raise ValueError("the session has no feedback_port to send feedback to")
@@ -132,7 +134,7 @@ class UdpTransport:
             return False
         except OSError as exc:
             if exc.errno in (errno.ENOBUFS, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EPERM,
-                             errno.ECONNREFUSED):
+                             errno.ECONNREFUSED, errno.EACCES):
                 return False
             raise
         return True
@@ -145,7 +147,7 @@ class UdpTransport:
                 return
             arrival = kernel_arrival(ancillary, self.loop.now(), time.time())
             if self.deliver_feedback is not None:
-                self.deliver_feedback(data, format_peer(addr, port), arrival)
+                self.deliver_feedback(data, reply_peer(addr, port), arrival)
 
     def send(self, channel: int, data: bytes) -> bool:
         """False when the kernel refuses (full buffer, no route): the packet is dropped."""

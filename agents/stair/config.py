@@ -62,8 +62,8 @@ class StairParams(BaseModel):
     rtt: Duration | None = Field(None, gt=0, description="fixed RTT, or the first estimate")
     probe_interval: Duration = Field(1.0, gt=0)
     rtt_gain: float = Field(0.125, gt=0, le=1, description="EWMA gain of RTT samples")
-    md_holdoff: Duration = Field(0.0, ge=0, description="added to the RTT: losses that "
-                                 "close after a decrease are the same loss event")
+    md_holdoff: Duration = Field(0.0, ge=0, description="no decrease this long after the "
+                                 "previous one, even in a new stair period")
 
     @model_validator(mode="after")
     def _check(self) -> StairParams:

@@ -1,13 +1,18 @@
 """The STAIR receiver (sec. V): per-receiver AIMD over CLs, NCLs and one stair layer.
 
 * Loss: a gap in any joined channel's sequence numbers.
-* Additive increase: when the stair layer recycles (a packet of a new stair
-  cycle) after a whole stair period without loss, increase the static layers by
-  one unit (Fib1's one join and two leaves, or one CL join and the NCL leaves
-  when the rate reaches a power of alpha), compensating the stair's drop (Fig. 7).
-* Multiplicative decrease: at once on a loss event (leave the top CL and the top
-  NCL). Losses within one RTT estimate (plus ``md_holdoff``) of a decrease belong
-  to the same event, as in TCP; the stair period stays marked lossy either way.
+* Additive increase: when a subscribed stair layer recycles (a packet of a new
+  stair cycle) after a whole stair period of that layer without loss, increase the
+  static layers by one unit (Fib1's one join and two leaves, or one CL join and the
+  NCL leaves when the rate reaches a power of alpha), compensating that layer's
+  drop (Fig. 7). With the complex option's two layers each one's recycles are
+  compensated, so the two staircases add up: the combined increase.
+* Multiplicative decrease (sec. V-A): "if there is a packet loss event in a stair
+  period (of one or more losses), then one round of multiplicative decrease is
+  performed" at once (leave the top CL and the top NCL): the first loss of a period
+  of the primary (fastest subscribed) stair layer decreases, later losses of the
+  same period do not. ``md_holdoff`` (default 0) also holds a decrease for that
+  long after the previous one, across a period's end.
 * RTT: a ping-like probe to the sender every ``probe_interval`` (EWMA), the
   join latency of each join (``mrtt``), or a fixed value.
 * Stair layer: the simple or complex option of sec. V-C, re-chosen at the end of
@@ -16,7 +21,7 @@
 
 from __future__ import annotations
 
-from agents.runtime.actions import Action, Join, Leave, Log, SetTimer
+from agents.runtime.actions import Action, Join, Leave, Log, Reject, SetTimer
 from agents.runtime.core import ReceiverCore
 from agents.runtime.header import Header
 from agents.runtime.session import Session
@@ -43,9 +48,12 @@ class StairReceiver(ReceiverCore):
         self.joined: set[int] = set()
         self.expected: dict[int, int] = {}
         self.join_time: dict[int, float] = {}
-        self.cycle: int | None = None
-        self.period_full = False
-        self.period_loss = False
+        # per subscribed stair layer: its current cycle, whether the period running now
+        # is a whole one (not joined mid-way), whether it has seen a loss
+        self.cycles: dict[int, int | None] = {}
+        self.full: dict[int, bool] = {}
+        self.lossy: dict[int, bool] = {}
+        self.period_loss = False  # the primary layer's current period has seen a loss
         self.last_md = float("-inf")
         self.probe_seq = 0
         self.last_sample = 0.0  # last probe RTT sample (s)
@@ -92,8 +100,9 @@ class StairReceiver(ReceiverCore):
         actions: list[Action] = [self._leave(sl(SL, s)) for s in self.stairs if s not in want]
         actions += [self._join(now, sl(SL, s)) for s in want if s not in self.stairs]
         self.stairs = want
-        self.cycle = None
-        self.period_full = False
+        self.cycles = dict.fromkeys(want)
+        self.full = dict.fromkeys(want, False)
+        self.lossy = dict.fromkeys(want, False)
         actions.append(Log("stair", {"layers": list(want), "rtt_s": self.rtt,
                                      "emulated_s": [self.layout.rtts[s] for s in want]}))
         return actions
@@ -135,10 +144,11 @@ class StairReceiver(ReceiverCore):
                        ) -> list[Action]:
         """A probe echoed by the sender: one RTT sample, from the echo's ``arrival`` (the
         kernel's timestamp) less the sender's hold time, so neither host's scheduling
-        delay counts (the paper's ping measures the network)."""
+        delay counts (the paper's ping measures the network). Anything but an echo of a
+        probe sent before ``now`` is rejected (a counted drop)."""
         got = parse_echo(data)
         if got is None or got[1] > now:
-            return []
+            return [Reject()]
         self.counts["probe_replies"] += 1
         sample = rtt_sample(got[1], got[2], arrival)
         if sample is None:
@@ -156,7 +166,7 @@ class StairReceiver(ReceiverCore):
         ext = header.ext
         if ext is None or (ext.kind, ext.index) != self.layout.layer(ch):
             self.counts["bad_ext"] += 1
-            return []
+            return [Reject()]  # a layer other than the channel's: forged or misrouted
         actions: list[Action] = []
         joined_at = self.join_time.pop(ch, None)
         if joined_at is not None:
@@ -170,18 +180,21 @@ class StairReceiver(ReceiverCore):
             if 0 < gap < 1 << 31:
                 self.counts["lost_packets"] += gap
                 actions += self._on_loss(now)
-        if self.stairs and ext.kind == SL and ext.index == self.stairs[0]:
-            if self.cycle is None:
-                self.cycle = ext.cycle
-            elif ext.cycle != self.cycle:
-                self.cycle = ext.cycle
-                actions += self._period_end(now)
+        sl = ext.index
+        if ext.kind == SL and sl in self.cycles:
+            if self.cycles[sl] is None:
+                self.cycles[sl] = ext.cycle
+            elif ext.cycle != self.cycles[sl]:
+                self.cycles[sl] = ext.cycle
+                actions += self._period_end(now, sl)
         return actions
 
     def _on_loss(self, now: float) -> list[Action]:
+        for sl in self.lossy:
+            self.lossy[sl] = True
+        if self.period_loss or now - self.last_md < self.p.md_holdoff:
+            return []  # this period has had its decrease
         self.period_loss = True
-        if now - self.last_md < (self.rtt or 0.0) + self.p.md_holdoff:
-            return []
         self.last_md = now
         self.counts["loss_events"] += 1
         before = self.units
@@ -192,17 +205,23 @@ class StairReceiver(ReceiverCore):
         actions = self._move(now, step.sub)
         return [*actions, self._event("decrease", now, len(step.joins), len(step.leaves), before)]
 
-    def _period_end(self, now: float) -> list[Action]:
+    def _period_end(self, now: float, sl: int) -> list[Action]:
+        """Stair layer ``sl`` recycled: compensate its drop unless its period was lossy
+        (or joined mid-way); the primary layer's period end also opens a new decrease
+        period and re-chooses the stair layers."""
         self.counts["periods"] += 1
         actions: list[Action] = []
-        if self.period_full and not self.period_loss and self.units < self.p.units:
+        if self.full[sl] and not self.lossy[sl] and self.units < self.p.units:
             before = self.units
             step = self.scheme.increase(self.sub)
             self.counts["increases"] += 1
             actions += self._move(now, step.sub)
             actions.append(self._event("increase", now, len(step.joins), len(step.leaves),
                                        before))
-        self.period_full = True
+        self.full[sl] = True
+        self.lossy[sl] = False
+        if sl != self.stairs[0]:
+            return actions
         self.period_loss = False
         want = self._select()
         if want and want != self.stairs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 
-from agents.runtime.actions import Action, Send, SetTimer
+from agents.runtime.actions import Action, Reject, Send, SetTimer
 from agents.runtime.core import SenderCore
 from agents.runtime.pacing import Pacer
 from agents.runtime.session import Session
@@ -72,10 +72,11 @@ class StairSender(SenderCore):
     def on_feedback_at(self, now: float, arrival: float, data: bytes, peer: str
                        ) -> list[Action]:
         """Echo a probe with the time it waited here since it ``arrival`` (the kernel's
-        receive timestamp), so the receiver can leave this host's delay out."""
+        receive timestamp), so the receiver can leave this host's delay out. Anything but a
+        probe is rejected (a counted drop)."""
         reply = echo(data, peer, hold=now - arrival)
         if reply is None:
-            return []
+            return [Reject()]
         self.probes_echoed += 1
         return [reply]
 

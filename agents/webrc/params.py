@@ -9,6 +9,7 @@ says so.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -23,7 +24,8 @@ class WebrcParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # -- session (Table 1) --
-    session_rate: Rate = Field(4e6, description="SR_b: total over all channels (UDP payload)")
+    session_rate: Rate = Field(4e6, gt=0, description="SR_b: total over all channels "
+                                                      "(UDP payload)")
     packet_size: Size = Field(1024, description="LENP: UDP payload bytes per packet")
     bcr: float = Field(1.0, gt=0, description="BCR_P, packets/s")
     p: float = Field(0.75, gt=0, lt=1, description="rate decrease factor per TSD")
@@ -58,6 +60,11 @@ class WebrcParams(BaseModel):
     mrtt_spacing_correction: bool = Field(
         True, description="a wave's MRTT sample is its first packet's time minus half the "
                           "wave's packet spacing there (sec. 4.4's taut RTT; docs/webrc.md)")
+    loss_timing: Literal["detection", "interpolated"] = Field(
+        "detection", description="when a lost packet is taken to have been lost: when its gap "
+        "is detected, or (footnote 4's TFRC, RFC 5348 sec. 5.2) at its interpolated arrival "
+        "between its neighbours; 'interpolated' counts one congestion episode once on slow "
+        "channels too (docs/webrc.md)")
     initial_artt: Duration = Field(0.5, gt=0, description="ARTT before any MRTT sample")
     epoch_phase: Duration | None = Field(
         None, ge=0, description="epochs end at k*EL + this on the agents' clock (the lab's "

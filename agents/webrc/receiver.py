@@ -3,8 +3,9 @@
 A pure state machine on the runtime's clock. Triggers and actions follow Table 2:
 
 * **packet**: new time slot? (leave the newly quiescent wave); count for RR;
-  PSN gap? (count for IRR, maybe begin a loss event of length ARTT); first
-  packet of a joined wave? (an MRTT sample into ARTT);
+  PSN gap? (count for IRR, maybe begin a loss event of length ARTT, timed at the
+  lost packet's interpolated arrival); first packet of a joined wave? (an MRTT
+  sample into ARTT);
 * **epoch boundary** (every EL): update ARR, TRR, LOSSP, REQN (Eq. 6) and TRATE
   (Eq. 5); join the next wave if not in a loss event, not waiting for a join,
   and ``Gamma_NWC * ARR <= TRATE``;
@@ -18,6 +19,19 @@ LOSSP is set so that REQN = TRR (Eq. 6 solved for LOSSP). Sec. 3.3: outside
 start-up a join is refused while TRR is not below (by ``overflow_margin``) its
 maximum since the last join, and LOSSP is then reset so that REQN equals the
 current target rate.
+
+Loss events (footnote 4: "As in TFRC, a loss event is a period of duration ARTT
+starting with the detection of a packet loss"): each lost packet is timed as TFRC
+times it (RFC 5348 sec. 5.2), by interpolating between the arrival times of the
+packets before and after the gap on its channel by PSN, not by when the gap shows.
+A slow channel (the base channel, the lowest waves: about 1 packet/s) shows its
+gap up to a second after the drop, when a faster channel has long opened the
+event and its ARTT has passed; timed at detection, one congestion episode would
+count again. A lost packet opens a new loss event only if its time is at least
+ARTT away from the start of every loss event counted so far (kept for
+:data:`EVENT_MEMORY` events): channels detect out of order, so a loss may be
+timed before the start of the event it belongs to. A wave's tail loss is timed
+between its last packet and the slot change that ends the wave.
 
 Choices where the paper is silent (all in :class:`~agents.webrc.params.WebrcParams`):
 
@@ -59,10 +73,11 @@ Choices where the paper is silent (all in :class:`~agents.webrc.params.WebrcPara
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from agents.runtime.actions import Action, CancelTimer, Join, Leave, Log, SetTimer
+from agents.runtime.actions import Action, CancelTimer, Join, Leave, Log, Reject, SetTimer
 from agents.runtime.core import ReceiverCore
 from agents.runtime.header import Header
 from agents.runtime.session import Session
@@ -72,6 +87,9 @@ from agents.webrc.params import WebrcParams
 
 EPOCH = "epoch"
 JOIN_TIMEOUT = "join_timeout"
+# Loss-event starts remembered for out-of-order detection: a slow channel's loss is
+# detected up to a packet spacing (a tail loss up to a slot) late; a few events suffice.
+EVENT_MEMORY = 16
 
 
 @dataclass
@@ -100,6 +118,8 @@ class WebrcReceiver(ReceiverCore):
         self.waves: list[int] = []  # joined waves, lowest rate first (a pending one last)
         self.pending: PendingJoin | None = None
         self.last_psn: dict[int, int] = {}
+        self.last_at: dict[int, float] = {}  # arrival of each channel's last in-order packet
+        self.event_starts: deque[float] = deque(maxlen=EVENT_MEMORY)
         self.rx = self.lost = self.events = 0  # this epoch
         self.rx_total = self.lost_total = 0
         self.arr = self.trr = m.bcr
@@ -157,7 +177,7 @@ class WebrcReceiver(ReceiverCore):
         ext = header.ext
         cn = header.channel
         if ext is None or ext.cn != cn:
-            return []
+            return [Reject()]  # the extension names another channel than it arrived on
         actions: list[Action] = []
         self.rx += 1
         self.rx_total += 1
@@ -168,13 +188,16 @@ class WebrcReceiver(ReceiverCore):
         actions += self._track_slot(now, ext.tsi)
         gap = 0
         last = self.last_psn.get(cn)
+        before = self.last_at.get(cn, now)
         if last is None:
             self.last_psn[cn] = ext.psn
+            self.last_at[cn] = now
         else:
             d = (ext.psn - last - 1) % PSN_MOD
             if d < PSN_MOD // 2:  # otherwise late or duplicate: not a gap
                 gap = d
                 self.last_psn[cn] = ext.psn
+                self.last_at[cn] = now
         pending = self.pending
         if pending is not None and cn == pending.cn:
             self.pending = None
@@ -187,7 +210,7 @@ class WebrcReceiver(ReceiverCore):
                 sample = raw - self.spacing_correction(ext.psn)
                 actions += self._mrtt(now, sample, pending.rate, cn, ext.psn, raw)
         if gap:
-            actions += self._on_loss(now, gap)
+            actions += self._on_loss(now, gap, cn, (last + 1) % PSN_MOD, before)
         return actions
 
     def _track_slot(self, now: float, tsi: int) -> list[Action]:
@@ -216,24 +239,62 @@ class WebrcReceiver(ReceiverCore):
         self.waves.remove(old)
         self.leaves += 1
         last = self.last_psn.pop(old, None)
+        last_at = self.last_at.pop(old, now)
         if self.pending is not None and self.pending.cn == old:
             self.pending = None
             self.rr_check_ok = True
             actions.append(CancelTimer(JOIN_TIMEOUT))
         self.arr *= self.r / gamma(self.nwc, self.model.p)
         if last is not None and last != LAST_PSN:
-            actions += self._on_loss(now, (LAST_PSN - last) % PSN_MOD)
+            # The slot change stands in for the packet after the gap: the wave's last
+            # packet was due just before it.
+            actions += self._on_loss(now, (LAST_PSN - last) % PSN_MOD, old,
+                                     (last + 1) % PSN_MOD, last_at)
         return actions
 
-    def _on_loss(self, now: float, count: int) -> list[Action]:
+    def _on_loss(self, now: float, count: int, cn: int, first_psn: int,
+                 before: float) -> list[Action]:
+        """``count`` packets lost on channel ``cn`` from PSN ``first_psn`` on, between
+        the packet that arrived at ``before`` and the one arriving ``now``. Lost packet
+        ``k`` (1..count) is timed at ``before + k * step``, ``step = (now - before) /
+        (count + 1)`` (RFC 5348 sec. 5.2); one that is ARTT + ``step`` or more from every
+        loss event's start opens a loss event."""
         self.lost += count
         self.lost_total += count
-        if now < self.loss_event_end:
-            return []
+        if self.params.loss_timing == "detection":
+            # Timed when the gap shows: a slow channel's gap may open a second event.
+            if now < self.loss_event_end:
+                return []
+            return self._loss_event(now, now, count, cn, first_psn)
+        artt = self.current_artt()
+        step = (now - before) / (count + 1)
+        reach = artt + step  # the interpolation is uncertain by a packet spacing
+        actions: list[Action] = []
+        k = 1
+        while k <= count:
+            at = before + k * step
+            near = [s for s in self.event_starts if abs(at - s) < reach]
+            if near:
+                # Skip the lost packets this event covers (evenly spaced: no loop over
+                # a long gap one packet at a time).
+                end = max(near) + reach
+                k = max(k + 1, math.floor((end - before) / step) + 1) if step > 0 else count + 1
+                continue
+            actions += self._loss_event(now, at, count, cn, (first_psn + k - 1) % PSN_MOD)
+            k += 1
+        return actions
+
+    def _loss_event(self, now: float, at: float, count: int, cn: int, psn: int
+                    ) -> list[Action]:
+        """A loss event begins at ``at`` (detected ``now``), opened by packet ``psn`` of
+        channel ``cn`` in a gap of ``count``."""
+        self.event_starts.append(at)
         self.events += 1
         self.loss_events += 1
-        self.loss_event_end = now + self.current_artt()
-        actions: list[Action] = [Log("loss_event", {"lost": count, "trr": self.trr})]
+        artt = self.current_artt()
+        self.loss_event_end = max(self.loss_event_end, at + artt)
+        actions: list[Action] = [Log("loss_event", {"lost": count, "trr": self.trr, "cn": cn,
+                                                    "psn": psn, "at": at, "artt": artt})]
         if self.startup:
             actions += self._end_startup(now, "loss")
         else:

@@ -1,22 +1,27 @@
-"""Fuzzing every registered protocol's header parser: nothing escapes, every drop is counted.
+"""Fuzzing every registered protocol's header parser and a simulated agent's two entry points.
 
 Random bytes rarely get past the magic number, so most inputs are valid
 datagrams of the protocol with bytes flipped, truncated or appended, which reach
-every check. A datagram the parser accepts must re-encode to the same bytes.
+every check. Each verdict must be the one docs/agents.md's table gives, computed
+here by :func:`reference` (independently of the parser); a datagram the parser
+accepts must re-encode to the same bytes. The agent tests count drops in the
+agent's own stats, metrics and log. Real sockets: tests/unit/test_agent_fuzz_ports.py.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.runtime.header import HEADER_LEN, Drop, DropCounter, Header, encode
+from agents.runtime.header import HEADER_LEN, MAX_EXT_LEN, PARSER_DROPS, Drop, Header, encode
 from agents.runtime.registry import protocols
 from agents.runtime.session import Session
 from agents.sim import Simulation
+from bench.fuzz_ports import Gen, feedback_bad, feedback_valid_body, frame, valid_ext
 
 SESSION_ID = 0xC0FFEE
 CHANNELS = 3
@@ -52,14 +57,46 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return bytes(buf)
 
 
-def check(parser, spec, data: bytes, channel: int | None, counter: DropCounter) -> object:
+ACCEPT = "accept"
+
+
+def reference(spec, data: bytes, channel: int | None, channels: int = CHANNELS) -> str:
+    """The verdict of the documented checks, in their order: a drop reason, or ACCEPT."""
+    if len(data) < HEADER_LEN:
+        return Drop.SHORT
+    if data[:2] != b"MC":
+        return Drop.MAGIC
+    if data[2] != 1:
+        return Drop.VERSION
+    if data[3] != spec.protocol_id:
+        return Drop.PROTOCOL
+    if int.from_bytes(data[4:8], "big") != SESSION_ID:
+        return Drop.SESSION
+    chan = int.from_bytes(data[8:10], "big")
+    if chan >= channels or (channel is not None and chan != channel):
+        return Drop.CHANNEL
+    if data[10] & ~(spec.flags & 0xF0) & 0xFF:
+        return Drop.FLAGS
+    ext_len = data[11]
+    if ext_len > min(spec.extension.max_len, MAX_EXT_LEN) or HEADER_LEN + ext_len > len(data):
+        return Drop.EXT_LENGTH
+    try:
+        spec.extension.decode(data[HEADER_LEN:HEADER_LEN + ext_len])
+    except Exception:
+        return Drop.EXTENSION
+    return ACCEPT
+
+
+def check(parser, spec, data: bytes, channel: int | None) -> str:
+    """Parse ``data``; the verdict must be the reference's. Returns it."""
     result = parser.parse(data, channel)
+    expected = reference(spec, data, channel)
     if isinstance(result, Header):
+        assert expected == ACCEPT, (data, expected)
         used = HEADER_LEN + data[11]
         assert encode(result, spec.extension, len(data))[:used] == data[:used]
-    else:
-        assert isinstance(result, Drop)
-        counter.add(result)
+        return ACCEPT
+    assert result is expected, (data, result, expected)
     return result
 
 
@@ -68,9 +105,7 @@ def check(parser, spec, data: bytes, channel: int | None, counter: DropCounter) 
 @given(data=st.binary(max_size=300), channel=st.one_of(st.none(), st.integers(0, 5)))
 def test_random_bytes(name, data, channel):
     spec, parser = spec_parser(name)
-    counter = DropCounter()
-    result = check(parser, spec, data, channel, counter)
-    assert counter.total == (0 if isinstance(result, Header) else 1)
+    check(parser, spec, data, channel)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -82,31 +117,25 @@ def test_mutated_datagrams(name, seed, rounds):
     data = valid_datagram(spec, rng)
     for _ in range(rounds):
         data = mutate(data, rng)
-    counter = DropCounter()
-    result = check(parser, spec, data, None, counter)
-    assert counter.total == (0 if isinstance(result, Header) else 1)
+    check(parser, spec, data, None)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_hundred_thousand_inputs(name):
     spec, parser = spec_parser(name)
     rng = random.Random(20261121)
-    counter = DropCounter()
-    accepted = 0
-    n = 100_000
-    for i in range(n):
+    verdicts: Counter[str] = Counter()
+    for i in range(100_000):
         if i % 4 == 0:
             data = rng.randbytes(rng.randrange(64))
         else:
             data = mutate(valid_datagram(spec, rng), rng)
-        channel = rng.choice([None, 0, 1, 2, 3])
-        if isinstance(check(parser, spec, data, channel, counter), Header):
-            accepted += 1
-    assert accepted + counter.total == n
-    # The mix reaches every check the protocol can fail (EXTENSION needs an extension).
-    reached = {r for r, c in counter.counts.items() if c}
-    expected = set(Drop) - ({Drop.EXTENSION} if spec.extension.max_len == 0 else set())
-    assert reached >= expected, expected - reached
+        verdicts[check(parser, spec, data, rng.choice([None, 0, 1, 2, 3]))] += 1
+    # The mix reaches every check the protocol can fail (EXTENSION needs an extension),
+    # and some datagrams survive the mutations.
+    expected = set(PARSER_DROPS) - ({Drop.EXTENSION} if spec.extension.max_len == 0 else set())
+    assert set(verdicts) - {ACCEPT} == expected
+    assert verdicts[ACCEPT] > 1000
 
 
 def session_for(name: str) -> Session:
@@ -127,23 +156,81 @@ def test_bad_datagrams_are_counted_by_a_running_agent(name):
     """End to end: the agent's stats, metrics and log count every bad datagram by reason."""
     session = session_for(name)
     spec = session.spec
-    parser = spec.parser(SESSION_ID, len(session.channels))
     sim = Simulation(session)
     node = sim.add("r", "receiver")
     rng = random.Random(7)
-    expected = DropCounter()
-    for i in range(5000):
+    gen = Gen(spec, session, rng)
+    expected: Counter[str] = Counter()
+    sent = 0
+    while sent < 5000:
         channel = rng.randrange(len(session.channels))
-        data = mutate(valid_datagram(spec, rng, len(session.channels)), rng)
-        result = parser.parse(data, channel)
-        if isinstance(result, Drop):
-            expected.add(result)
-        sim.inject("r", 0.5 + i * 1e-4, data, channel)
+        header = Header(spec.protocol_id, SESSION_ID, channel, rng.getrandbits(32),
+                        rng.getrandbits(64), 0, valid_ext(gen, channel))
+        data = mutate(encode(header, spec.extension, rng.choice([0, 100, 1000])), rng)
+        verdict = reference(spec, data, channel, len(session.channels))
+        if verdict == ACCEPT and contradicts(gen, data, channel):
+            continue  # a core's own check (counted too): tests/unit/test_agent_fuzz_ports.py
+        if verdict != ACCEPT:
+            expected[verdict] += 1
+        sim.inject("r", 0.5 + sent * 1e-4, data, channel)
+        sent += 1
     sim.run(2.0)
+    assert_counted(node, expected)
+
+
+def contradicts(gen: Gen, data: bytes, channel: int) -> bool:
+    """Whether a parsed datagram's extension names another layer than its channel (the
+    cores of these protocols reject it)."""
+    layer = {"webrc": lambda e: e.cn, "rlc": lambda e: e.layer,
+             "stair": lambda e: (e.kind, e.index)}.get(gen.spec.name)
+    if layer is None:
+        return False
+    ext = gen.spec.extension.decode(data[HEADER_LEN:HEADER_LEN + data[11]])
+    return layer(ext) != layer(valid_ext(gen, channel))
+
+
+def assert_counted(node, expected: Counter[str]) -> None:
+    """The agent's stats, metrics and stop record all count ``expected`` drops by reason."""
     agent = node.agent
-    assert agent.stats.drops.counts == expected.counts
-    for reason, count in expected.counts.items():
+    assert {str(r): c for r, c in agent.stats.drops.counts.items() if c} == dict(expected)
+    for reason in Drop:
         assert agent.metrics.value("mcc_agent_malformed_datagrams_total",
-                                   reason=str(reason)) == count
-    assert node.records("stop")[0]["dropped"] == {str(r): c for r, c in expected.counts.items()
-                                                   if c}
+                                   reason=str(reason)) == expected.get(reason, 0)
+    assert node.records("stop")[0]["dropped"] == dict(expected)
+
+
+FEEDBACK = sorted(n for n in NAMES if protocols()[n].feedback)
+
+
+@pytest.mark.parametrize("role", ["sender", "receiver"])
+@pytest.mark.parametrize("name", FEEDBACK)
+def test_bad_feedback_is_counted_by_a_running_agent(name, role):
+    """The feedback entry point: every bad frame, refused body and unreachable peer counted
+    by reason; valid feedback reaches the core."""
+    session = session_for(name)
+    sim = Simulation(session)
+    node = sim.add("x", role)
+    gen = Gen(session.spec, session, random.Random(11), now_ns=lambda: 500_000_000)
+    expected: Counter[str] = Counter()
+    valid = 0
+    for i in range(4000):
+        body = feedback_valid_body(gen, role)
+        roll = gen.rng.random()
+        peer: str | None = "10.0.0.9:4000"
+        if body is not None and roll < 0.2:
+            data, verdict = frame(gen, body), ACCEPT
+        elif body is not None and roll < 0.25:
+            data, verdict, peer = frame(gen, body), Drop.PEER, None
+        else:
+            data, verdict = feedback_bad(gen, role)
+        if verdict == ACCEPT:
+            valid += 1
+        else:
+            expected[verdict] += 1
+        sim.loop.call_at(0.5 + i * 1e-4, lambda d=data, p=peer: node.agent.deliver_feedback(
+            d, p, None))
+    sim.run(1.0)
+    assert_counted(node, expected)
+    assert node.agent.stats.feedback_rx == valid
+    assert node.agent.metrics.value("mcc_agent_feedback_received_total") == valid
+    assert expected[Drop.FEEDBACK] > 100

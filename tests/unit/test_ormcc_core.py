@@ -17,7 +17,7 @@ from agents.ormcc.wire import (
     decode_ci,
     encode_ci,
 )
-from agents.runtime.actions import CancelTimer, Feedback, Log, Send, SetTimer
+from agents.runtime.actions import CancelTimer, Feedback, Log, Reject, Send, SetTimer
 from agents.runtime.header import Header
 
 S_BITS = 8000  # 1000-byte packets
@@ -237,7 +237,7 @@ def test_switch_resets_trac_average_rtt_and_cuts():
 
 def test_malformed_ci_is_counted_and_ignored():
     s = sender_with_cr()
-    assert s.on_feedback(11.0, b"\x01\x02", "x") == []
+    assert s.on_feedback(11.0, b"\x01\x02", "x") == [Reject()]
     assert s.counts["ci_malformed"] == 1 and s.cr == 1
 
 

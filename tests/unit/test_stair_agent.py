@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sender_clock import drive_sender
 
-from agents.runtime.actions import Feedback, Join, Leave, Log, SetTimer
+from agents.runtime.actions import Feedback, Join, Leave, Log, Reject, SetTimer
 from agents.runtime.header import Header
 from agents.runtime.registry import get
 from agents.runtime.session import Session
@@ -176,7 +176,9 @@ def test_receiver_increases_after_each_loss_free_period():
     assert [x.fields["units"] for x in logs] == list(range(2, 12))
 
 
-def test_receiver_decreases_at_once_on_loss_and_once_per_event():
+def test_receiver_decreases_at_once_on_loss_and_once_per_stair_period():
+    # Sec. V-A: "if there is a packet loss event in a stair period (of one or more
+    # losses), then one round of multiplicative decrease is performed", at once.
     core = StairReceiver(params())
     core.start(0.0)
     lay = core.layout
@@ -184,20 +186,46 @@ def test_receiver_decreases_at_once_on_loss_and_once_per_event():
     for ch in sorted(lay.group_channel(g) for g in core.sub):
         core.joined.add(ch)
     feed = Feed(core)
+    sl = lay.channel(SL, 1)  # SL_32: a period of 64 ms
+    feed.packet(0.99, sl, cycle=5, step=1)
     top_cl, top_ncl = lay.channel(CL, 3), lay.channel(NCL, 2)
     feed.packet(1.0, top_cl)
     out = feed.packet(1.01, top_cl, skip=2)  # two packets lost
     assert Leave(top_cl) in out and Leave(top_ncl) in out
     assert not [a for a in out if isinstance(a, Join)]
     assert core.units == 4 + 1  # 13 -> 5: top CL (8 -> 4) and top NCL (5 -> 1)
-    # another loss within one RTT (32 ms) is the same loss event
+    # later losses of the same stair period belong to its decrease, however late (here
+    # the stair's packets are late: the period runs on until its next cycle shows)
     cl0 = lay.channel(CL, 0)
     feed.packet(1.02, cl0)
     assert feed.packet(1.03, cl0, skip=1) == []
-    assert core.counts["loss_events"] == 1
-    # after an RTT, a new loss is a new event
-    out = feed.packet(1.2, cl0, skip=1)
+    assert feed.packet(1.2, cl0, skip=1) == []
+    assert core.counts["loss_events"] == 1 and core.units == 5
+    # the next period's first loss is the next decrease
+    feed.packet(1.21, sl, cycle=6, step=1)
+    out = feed.packet(1.22, cl0, skip=1)
     assert Leave(lay.channel(CL, 2)) in out and core.units == 2
+    assert core.counts["loss_events"] == 2
+
+
+def test_md_holdoff_holds_a_decrease_across_a_period_end():
+    core = StairReceiver(params(md_holdoff="200ms"))
+    core.start(0.0)
+    lay = core.layout
+    core.sub = core.scheme.subscription(13)
+    for ch in sorted(lay.group_channel(g) for g in core.sub):
+        core.joined.add(ch)
+    feed = Feed(core)
+    sl, cl0 = lay.channel(SL, 1), lay.channel(CL, 0)
+    feed.packet(0.99, sl, cycle=5, step=1)
+    feed.packet(1.0, cl0)
+    feed.packet(1.01, cl0, skip=1)
+    assert core.units == 5
+    feed.packet(1.07, sl, cycle=6, step=1)  # a new period, within the holdoff
+    assert feed.packet(1.1, cl0, skip=1) == [] and core.units == 5
+    feed.packet(1.27, sl, cycle=9, step=1)
+    feed.packet(1.28, cl0, skip=1)  # past the holdoff: a decrease
+    assert core.units == 2
 
 
 def test_receiver_skips_the_increase_after_a_lossy_period():
@@ -225,13 +253,13 @@ def test_receiver_rtt_from_probe_and_mrtt():
     # the sender echoes it to the peer it came from, with the time it held it (none here)
     (echo,) = StairSender(params()).on_feedback(0.05, fb.data, "10.0.5.2:40000")
     assert echo == Feedback(fb.data + HOLD.pack(0), to="10.0.5.2:40000")
-    assert StairSender(params()).on_feedback(0.05, b"x" * 16, "p") == []
+    assert StairSender(params()).on_feedback(0.05, b"x" * 16, "p") == [Reject()]
     out = core.on_feedback(0.07, echo.data, "10.0.0.1:5000")
     assert core.rtt == pytest.approx(0.07)
     assert Join(core.layout.channel(SL, 2)) in out  # 70 ms -> SL_64
     core.on_feedback(0.2, PROBE.pack(b"STRP", 2, int(0.1e9)), "x")
     assert core.rtt == pytest.approx(0.07 + 0.125 * (0.1 - 0.07))
-    assert core.on_feedback(0.3, b"junk", "x") == []
+    assert core.on_feedback(0.3, b"junk", "x") == [Reject()]
     # MRTT: the join latency of the first joined layer
     mr = StairReceiver(params(rtt_source="mrtt", rtt=None))
     mr.start(0.0)

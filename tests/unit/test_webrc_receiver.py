@@ -129,6 +129,22 @@ def test_tail_loss_of_a_wave_is_counted_when_it_ends():
     assert feed.core.lost == 4 and feed.core.loss_events == 1
 
 
+def test_tail_loss_timed_between_the_waves_last_packet_and_the_slot_change():
+    feed = Feed(loss_timing="interpolated")
+    feed.send(0.1, feed.base, 3)
+    feed.epoch(0.5)
+    feed.core.on_packet(0.6, packet(3, 3, LAST_PSN - 4), 1024, "g")
+    out = feed.core.on_packet(0.8, packet(4, 4, 10), 1024, "g")  # next slot; 4 tail lost
+    assert feed.core.lost == 4
+    # The tail is timed between the wave's last packet (0.6) and the slot change (0.8):
+    # 0.64, 0.68, 0.72, 0.76. ARTT is 13 ms here (the wave's spacing-corrected sample),
+    # so with the 40-ms interpolation step they open events at 0.64 and 0.72.
+    events = [a.fields for a in out if isinstance(a, Log) and a.event == "loss_event"]
+    assert [(e["cn"], e["psn"]) for e in events] == [(3, LAST_PSN - 3), (3, LAST_PSN - 1)]
+    assert [e["at"] for e in events] == pytest.approx([0.64, 0.72])
+    assert feed.core.loss_events == 2
+
+
 def test_losses_within_artt_are_one_loss_event_and_end_startup_with_reqn_equal_trr():
     feed = Feed()
     feed.send(0.2, feed.base, 3)  # ARTT = 0.2 s from the base sample
@@ -148,13 +164,22 @@ def test_no_join_during_a_loss_event():
     feed = Feed(initial_artt="2s", base_mrtt_sample=False)
     feed.send(0.1, feed.base, 3)
     feed.send(0.2, feed.base, 3, skip=1)
-    assert feed.core.loss_event_end == pytest.approx(2.2)
+    assert feed.core.loss_event_end == pytest.approx(2.2)  # detected at 0.2 s, lasts ARTT
     assert joins(feed.epoch(0.5)) == [] and feed.core.nwc == 0
     feed.core.trr = 10.0  # the equation would allow a join, but the loss event lasts
     feed.core.loss.reset(1e-5, 5)
     assert joins(feed.epoch(1.0)) == []
     feed.core.trr, feed.core.max_trr = 10.0, 20.0  # (not a flat rate: sec. 3.3 allows it)
     assert joins(feed.epoch(2.5)) == [3]
+
+
+def test_an_interpolated_loss_event_lasts_artt_from_the_lost_packets_time():
+    feed = Feed(initial_artt="2s", base_mrtt_sample=False, loss_timing="interpolated")
+    feed.send(0.1, feed.base, 3)
+    feed.send(0.2, feed.base, 3, skip=1)
+    # the lost packet is timed between its neighbours (0.15 s), the event lasts ARTT
+    assert feed.core.loss_event_end == pytest.approx(0.15 + 2.0)
+    assert joins(feed.epoch(0.5)) == [] and feed.core.nwc == 0
 
 
 def test_mrtt_jump_between_successive_joins_ends_startup():

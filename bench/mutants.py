@@ -1,0 +1,143 @@
+"""Mutation check: apply single-line edits to a protocol core one at a time, run its
+behaviour tests, count the mutants they kill, and restore the file byte for byte.
+
+    python bench/mutants.py                 # every protocol
+    python bench/mutants.py --protocol webrc
+
+A mutant is *killed* when the tests fail with it. Each file is saved before its first
+edit and written back after every mutant (and on any exit); the script checks the
+restored bytes against the saved copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """Replace the single occurrence of ``old`` in ``file`` by ``new``."""
+
+    protocol: str
+    file: str
+    old: str
+    new: str
+    what: str
+
+
+TESTS = {
+    "webrc": ["tests/unit/test_behaviour_webrc.py"],
+    "stair": ["tests/unit/test_behaviour_stair.py"],
+    "ormcc": ["tests/unit/test_behaviour_ormcc.py", "tests/unit/test_ormcc_arrival.py"],
+}
+
+W, S, OS, OR = ("agents/webrc/receiver.py", "agents/stair/receiver.py",
+                "agents/ormcc/sender.py", "agents/ormcc/receiver.py")
+MUTANTS = [
+    Mutant("webrc", W, "near = [s for s in self.event_starts if abs(at - s) < reach]",
+           "near = [s for s in self.event_starts if abs(at - s) > reach]", "flip comparison"),
+    Mutant("webrc", W, "reach = artt + step  #", "reach = artt  #", "drop the spacing term"),
+    Mutant("webrc", W, "at = before + k * step", "at = now", "time at detection"),
+    Mutant("webrc", W, "        self.event_starts.append(at)\n", "",
+           "remove the event-start update"),
+    Mutant("webrc", W, "                self.last_at[cn] = now\n", "",
+           "remove the last-arrival update"),
+    Mutant("webrc", W, "step = (now - before) / (count + 1)", "step = (now - before) / count",
+           "interpolation off by one"),
+    Mutant("webrc", W, "self.loss_event_end = max(self.loss_event_end, at + artt)",
+           "self.loss_event_end = max(self.loss_event_end, now + artt)",
+           "loss event blocks joins from detection"),
+    Mutant("stair", S, "        if self.period_loss or now - self.last_md < self.p.md_holdoff:",
+           "        if now - self.last_md < self.p.md_holdoff:", "drop the per-period rule"),
+    Mutant("stair", S, "        self.period_loss = True\n        self.last_md = now",
+           "        self.last_md = now", "remove the period-loss update"),
+    Mutant("stair", S, "        if sl != self.stairs[0]:\n            return actions\n"
+           "        self.period_loss = False\n",
+           "        if sl != self.stairs[0]:\n            return actions\n",
+           "never reopen a decrease period"),
+    Mutant("stair", S, "if ext.kind == SL and sl in self.cycles:",
+           "if ext.kind == SL and sl == self.stairs[0]:", "only the first layer recycles"),
+    Mutant("stair", S, "if self.full[sl] and not self.lossy[sl] and",
+           "if self.full[sl] and", "increase after a lossy period"),
+    Mutant("stair", S, "        self.full[sl] = True\n", "", "remove the whole-period update"),
+    Mutant("stair", S, "            self.lossy[sl] = True\n", "            pass\n",
+           "losses never mark a period"),
+    Mutant("ormcc", OS, "rtt = max(arrival - ci.echo_ns / 1e9, self.params.min_rtt)",
+           "rtt = max(now - ci.echo_ns / 1e9, self.params.min_rtt)", "RTT at handling time"),
+    Mutant("ormcc", OS, "self._set_rate(now, min(self.rate, self.params.beta * trac))",
+           "self._set_rate(now, min(self.rate, 0.9 * trac))", "decrease factor 0.9"),
+    Mutant("ormcc", OS, "self._set_rate(now, min(self.rate, self.params.beta * trac))",
+           "self._set_rate(now, min(self.rate, 0.5 * trac))", "decrease factor 0.5"),
+    Mutant("ormcc", OS, "self.rate + self.size * 8 / self.rtt_cr)",
+           "self.rate + 2 * self.size * 8 / self.rtt_cr)", "double the increase"),
+    Mutant("ormcc", OS, "if self.last_cut is not None and now - self.last_cut < self.rtt_cr:",
+           "if self.last_cut is not None and now - self.last_cut > self.rtt_cr:",
+           "flip the once-per-RTT cut"),
+    Mutant("ormcc", OS, "        self.rtt_cr = (1 - a) * self.rtt_cr + a * sample\n", "",
+           "remove the RTT update"),
+    Mutant("ormcc", OS, "elif self.mu.mean is not None and ci.trac < self.mu.mean - self.mu.dev:",
+           "elif self.mu.mean is not None and ci.trac > self.mu.mean - self.mu.dev:",
+           "flip the CR switch test"),
+    Mutant("ormcc", OR, "return self.avg.mean < cr.mu_cr - cr.sigma_cr",
+           "return self.avg.mean < cr.mu_cr + cr.sigma_cr", "receiver: suppress less"),
+    Mutant("ormcc", OR, "if not cr.valid or cr.cr == self.rid:", "if True:",
+           "receiver: no suppression"),
+]
+
+
+def run_tests(tests: list[str]) -> bool:
+    """True when the tests pass."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                           *tests], cwd=ROOT, capture_output=True, text=True, check=False)
+    return proc.returncode == 0
+
+
+def check(mutants: list[Mutant]) -> list[tuple[Mutant, bool]]:
+    """Apply each mutant alone, run its protocol's tests; (mutant, killed)."""
+    saved = {m.file: (ROOT / m.file).read_bytes() for m in mutants}
+    results = []
+    try:
+        for m in mutants:
+            path = ROOT / m.file
+            text = saved[m.file].decode()
+            if text.count(m.old) != 1:
+                raise SystemExit(f"{m.file}: {m.what}: the edit does not match exactly once")
+            path.write_text(text.replace(m.old, m.new))
+            try:
+                killed = not run_tests(TESTS[m.protocol])
+            finally:
+                path.write_bytes(saved[m.file])
+            results.append((m, killed))
+            print(f"{m.protocol:6} {'killed' if killed else 'SURVIVED':8} {m.what}", flush=True)
+    finally:
+        for file, data in saved.items():
+            (ROOT / file).write_bytes(data)
+            assert (ROOT / file).read_bytes() == data, file
+    return results
+
+
+def main() -> None:
+    """Run the mutants of one protocol or all, print a table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--protocol", choices=sorted(TESTS))
+    args = ap.parse_args()
+    mutants = [m for m in MUTANTS if args.protocol in (None, m.protocol)]
+    for protocol in sorted({m.protocol for m in mutants}):
+        if not run_tests(TESTS[protocol]):
+            raise SystemExit(f"{protocol}: the behaviour tests fail without any mutant")
+    results = check(mutants)
+    print("\n| protocol | mutants | killed | survivors |\n| --- | --- | --- | --- |")
+    for protocol in sorted({m.protocol for m, _ in results}):
+        mine = [(m, k) for m, k in results if m.protocol == protocol]
+        survivors = "; ".join(m.what for m, k in mine if not k) or "none"
+        print(f"| {protocol} | {len(mine)} | {sum(k for _, k in mine)} | {survivors} |")
+
+
+if __name__ == "__main__":
+    main()
