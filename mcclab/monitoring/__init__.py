@@ -118,10 +118,13 @@ class Monitoring:
                 ended = time.time()
             before_export()
             if self.prometheus_url:
-                result = prom.raw_samples(self.prometheus_url, f'{{run="{self.run}"}}',
-                                          self.started - 1, ended)
-                rows = export.rows_from_result(result)
-                n = export.write_csv(rows, run_dir / export.METRICS_CSV)
+                url, selector = self.prometheus_url, f'{{run="{self.run}"}}'
+                start = self.started - 1
+                n = export.write_series_csv(
+                    prom.series(url, selector, start, ended),
+                    lambda name: prom.raw_samples(url, prom.with_name(selector, name), start,
+                                                  ended),
+                    run_dir / export.METRICS_CSV)
                 if n == 0:
                     self.notes.append("Prometheus stored no series for this run")
         except Exception as exc:  # noqa: BLE001 - the run's own data matter more

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import gzip
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
@@ -41,29 +41,37 @@ def _open_text(path: Path, mode: str) -> IO[str]:
     return path.open(mode, newline="")
 
 
-def rows_from_result(result: list[dict]) -> list[dict[str, str]]:
-    """Rows from a Prometheus matrix result (``metric`` labels plus ``values`` pairs)."""
-    rows = []
-    for series in result:
-        labels = dict(series["metric"])
-        name = labels.pop("__name__", "")
-        for ts, value in series.get("values", []):
-            rows.append({"time": f"{float(ts):.3f}", "metric": name, **labels, "value": value})
-    return rows
+def write_series_csv(label_sets: list[dict[str, str]], fetch: Callable[[str], list[dict]],
+                     path: Path) -> int:
+    """Write the run's samples to ``path``, one metric at a time; returns the row count.
 
+    Rows are sorted by metric, then by every label's value ("" where a series lacks
+    the label), then by time.
 
-def write_csv(rows: list[dict[str, str]], path: Path) -> int:
-    """Write rows sorted by metric, labels and time; returns the number of rows."""
-    labels = sorted({k for row in rows for k in row} - set(FIXED))
-    columns = ["time", "metric", *labels, "value"]
-    rows = sorted(rows, key=lambda r: (r["metric"], [r.get(k, "") for k in labels],
-                                       float(r["time"])))
+    ``label_sets`` are the run's series as Prometheus's series API lists them (labels
+    only, no samples), and ``fetch(name)`` returns one metric's matrix result. Asking
+    for every sample of a run at once held them all in memory twice, as JSON and as
+    row dicts: exporting a 1000-s, 73-agent run took the runner to 5.7 GB and
+    Prometheus to 870 MB. Metric by metric, only one metric's samples are held.
+    """
+    labels = sorted({k for series in label_sets for k in series} - {"__name__"} - set(FIXED))
+    names = sorted({series.get("__name__", "") for series in label_sets})
     path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
     with _open_text(path, "w") as fh:
-        writer = csv.DictWriter(fh, columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-    return len(rows)
+        writer = csv.writer(fh)
+        writer.writerow(["time", "metric", *labels, "value"])
+        for name in names:
+            keyed = []
+            for series in fetch(name):
+                values = [series["metric"].get(k, "") for k in labels]
+                keyed.append((values, series.get("values", [])))
+            # Prometheus answers series in its own order: sort, so the file is deterministic.
+            for values, samples in sorted(keyed, key=lambda item: item[0]):
+                for ts, value in sorted(samples, key=lambda sample: float(sample[0])):
+                    writer.writerow([f"{float(ts):.3f}", name, *values, value])
+                    count += 1
+    return count
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

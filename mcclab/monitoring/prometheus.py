@@ -169,6 +169,19 @@ def query_range(url: str, expr: str, start: float, end: float, step: float = 1.0
     return data["result"]
 
 
+def series(url: str, selector: str, start: float, end: float) -> list[dict[str, str]]:
+    """The label sets of every series matching ``selector`` in [start, end] (no samples)."""
+    return api(url, "/api/v1/series", [("match[]", selector), ("start", f"{start:.3f}"),
+                                       ("end", f"{end:.3f}")])
+
+
+def with_name(selector: str, name: str) -> str:
+    """``selector`` (``{label="value",...}``) narrowed to one metric name."""
+    inner = selector.strip()[1:-1].strip()
+    matcher = f'__name__="{name}"'
+    return "{" + (f"{matcher},{inner}" if inner else matcher) + "}"
+
+
 def raw_samples(url: str, selector: str, start: float, end: float) -> list[dict]:
     """Every raw sample of the series matching ``selector`` in [start, end].
 

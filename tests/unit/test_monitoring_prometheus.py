@@ -97,15 +97,30 @@ def test_service_is_used_only_when_provisioned_and_ready(tmp_path):
     assert prom.find_service(marker, timeout=0.2) is None  # nothing answers on port 9
 
 
+def _fetcher(result: list[dict], calls: list[str]):
+    """A stand-in for Prometheus: one metric's series per call, every call recorded."""
+    def fetch(name: str) -> list[dict]:
+        calls.append(name)
+        return [s for s in result if s["metric"]["__name__"] == name]
+    return fetch
+
+
+def _write(result: list[dict], path: Path, calls: list[str] | None = None) -> int:
+    calls = [] if calls is None else calls
+    label_sets = [dict(s["metric"]) for s in result]
+    return export.write_series_csv(label_sets, _fetcher(result, calls), path)
+
+
 def test_export_round_trip_and_openmetrics(tmp_path):
     result = [
+        {"metric": {"__name__": "up", "run": "r", "node": "d1"}, "values": [[100.5, "1"]]},
         {"metric": {"__name__": "mcc_link_bytes_total", "run": "r", "link": "0"},
          "values": [[100.0, "10"], [101.0, "20"]]},
-        {"metric": {"__name__": "up", "run": "r", "node": "d1"}, "values": [[100.5, "1"]]},
     ]
-    rows = export.rows_from_result(result)
     path = tmp_path / export.METRICS_CSV
-    assert export.write_csv(rows, path) == 3
+    calls: list[str] = []
+    assert _write(result, path, calls) == 3
+    assert calls == ["mcc_link_bytes_total", "up"]  # one request a metric, in order
     assert path.read_bytes()[:2] == b"\x1f\x8b"  # gzip
     header = gzip.decompress(path.read_bytes()).decode().splitlines()[0]
     assert header == "time,metric,link,node,run,value"
@@ -118,6 +133,34 @@ def test_export_round_trip_and_openmetrics(tmp_path):
         'mcc_link_bytes_total{link="0",run="r"} 20.0 101.000',
         'up{node="d1",run="r"} 1.0 100.500',
         "# EOF"]
+
+
+def test_export_orders_rows_by_metric_labels_and_time(tmp_path):
+    # Series arrive in any order, with different label keys, and samples out of order:
+    # the table is sorted by metric, then by every label's value ("" where absent),
+    # then by time, whatever order Prometheus answers in.
+    result = [
+        {"metric": {"__name__": "b", "run": "r", "node": "h2"}, "values": [[3.0, "7"]]},
+        {"metric": {"__name__": "a", "run": "r", "link": "1"},
+         "values": [[2.0, "2"], [1.0, "1"]]},
+        {"metric": {"__name__": "b", "run": "r", "node": "h1", "flow": "f"},
+         "values": [[1.0, "5"]]},
+        {"metric": {"__name__": "a", "run": "r", "link": "0"}, "values": [[5.0, "9"]]},
+    ]
+    path = tmp_path / export.METRICS_CSV
+    assert _write(result, path) == 5
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    assert lines == ["time,metric,flow,link,node,run,value",
+                     "5.000,a,,0,,r,9",
+                     "1.000,a,,1,,r,1",
+                     "2.000,a,,1,,r,2",
+                     "3.000,b,,,h2,r,7",
+                     "1.000,b,f,,h1,r,5"]
+
+
+def test_selector_narrowed_to_one_metric():
+    assert prom.with_name('{run="x"}', "up") == '{__name__="up",run="x"}'
+    assert prom.with_name("{}", "up") == '{__name__="up"}'
 
 
 def test_dashboard_url_has_run_and_time_range():
@@ -177,13 +220,12 @@ def test_target_files_one_per_lab_and_stale_ones_swept(tmp_path):
 
 
 def test_metrics_of_older_runs_are_still_found_and_read(tmp_path):
-    rows = export.rows_from_result(
-        [{"metric": {"__name__": "up", "run": "r"}, "values": [[1.0, "1"]]}])
+    result = [{"metric": {"__name__": "up", "run": "r"}, "values": [[1.0, "1"]]}]
     assert export.metrics_path(tmp_path) == tmp_path / export.METRICS_CSV  # a new run's
     plain = tmp_path / export.LEGACY_METRICS_CSV  # written before 25 Nov 2026
-    export.write_csv(rows, plain)
+    _write(result, plain)
     assert plain.read_text().startswith("time,metric,run,value")
     assert export.metrics_path(tmp_path) == plain
     assert export.read_csv(plain) == [{"time": "1.000", "metric": "up", "run": "r", "value": "1"}]
-    export.write_csv(rows, tmp_path / export.METRICS_CSV)
+    _write(result, tmp_path / export.METRICS_CSV)
     assert export.metrics_path(tmp_path) == tmp_path / export.METRICS_CSV
