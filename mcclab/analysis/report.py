@@ -36,8 +36,8 @@ h1 { font-size: 26px; margin: 0 0 4px; }
 h2 { font-size: 19px; margin: 32px 0 8px; border-bottom: 1px solid #e5e5e5; padding-bottom: 4px; }
 .sub { color: #666; margin: 0 0 12px; }
 .banner { padding: 12px 16px; border-radius: 6px; margin: 16px 0; font-weight: 600; }
-.banner.interrupted, .banner.running { background: #fff4e5; border: 1px solid #f0a040;
-                                       color: #8a4b00; }
+.banner.interrupted, .banner.running, .banner.killed { background: #fff4e5;
+                                       border: 1px solid #f0a040; color: #8a4b00; }
 .banner.failed, .banner.overloaded { background: #fdecea; border: 1px solid #e57373;
                                      color: #a31515; }
 .banner .detail { font-weight: 400; display: block; margin-top: 4px; }
@@ -53,7 +53,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .v-na { background: #eee; color: #555; }
 .status-complete { color: #1e6b34; } .status-interrupted { color: #8a4b00; }
 .status-failed { color: #a31515; }
-.status-running { color: #8a4b00; }
+.status-running, .status-killed { color: #8a4b00; }
 .why { color: #555; font-size: 13px; }
 .counts { margin: 4px 0 8px; color: #444; }
 figure { margin: 16px 0; }
@@ -96,7 +96,9 @@ def _banner(run: Run) -> str:
     what = {"interrupted": "This run was interrupted",
             "failed": "This run failed",
             "running": "This run has not finished: run.json still says 'running' (the runner "
-                       "is still going, or died before writing its final record)"}[info.status]
+                       "is still going, or died before writing its final record)",
+            "killed": "This run's runner was killed before it could write its final record "
+                      "(found dead later)"}[info.status]
     start, end = run.window
     if end > start:
         detail = (f"It ran {elapsed} s of the planned {info.duration_s:g} s; the results "

@@ -28,8 +28,9 @@ from mcclab.model.loader import SpecError, field_path, read_yaml
 
 # "running" is not a final status: run.json still says so when the runner is
 # still going or died without writing its final record (kill -9, power loss).
-# Such a folder is analysed like an interrupted run.
-Status = Literal["complete", "interrupted", "failed", "running"]
+# "killed" is such a record once its runner was found dead
+# (mcclab.experiment.record). Both are analysed like an interrupted run.
+Status = Literal["complete", "interrupted", "failed", "running", "killed"]
 
 PER_SECOND_COLUMNS = ["t", "flow", "kind", "node", "throughput_bps", "packets", "lost", "level"]
 LINK_COLUMNS = ["t", "link", "src", "dst", "pkts_out", "bytes_out",

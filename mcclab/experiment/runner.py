@@ -1,9 +1,21 @@
 """Run an experiment: lab up, flows on schedule, live progress, teardown, results folder.
 
-The results folder is always written, whatever happens: a run stopped by
-Ctrl-C or SIGTERM is marked ``interrupted`` and keeps the data up to that
-second; a run that fails is marked ``failed`` with the error. Runs never
-overwrite each other (each gets a fresh, exclusively created folder).
+The results folder is written whatever happens once the lab may have been
+touched: a run stopped by Ctrl-C or SIGTERM is marked ``interrupted`` (with the
+phase the signal came in) and keeps the data up to that second; a run that
+fails is marked ``failed`` with the error. A run the lab refuses before
+anything was created (``PreflightError``: the lab is busy, the kernel lacks a
+feature) leaves no folder: the caller says why. Runs never overwrite each other
+(each gets a fresh, exclusively created folder). ``run.json`` names the runner
+(pid, start time, boot) so a run whose runner was killed outright can be told
+from one still going (``mcclab.experiment.record``).
+
+A run goes through the phases of ``PHASES``. In ``STOP_AT_ONCE`` a signal
+stops the run where it is; in the others (the run's own start and its
+wind-up: export, teardown, tables) it is noted and the phase finishes, so the
+lab is always torn down and the record written; a second signal never breaks
+that. A signal noted during the wind-up skips the analysis (``mcclab report``
+builds it later from the folder).
 """
 
 from __future__ import annotations
@@ -29,9 +41,11 @@ import yaml
 from mcclab.experiment import tables
 from mcclab.experiment.launch import Launch, LaunchPlan, plan_launches
 from mcclab.experiment.loader import REPO, Resolved
+from mcclab.experiment.record import runner_identity
 from mcclab.experiment.spec import Experiment, MulticastFlow
 from mcclab.forkserver import ForkServer, forkable, preload, start_tool
-from mcclab.lab import Lab, LabOptions
+from mcclab.lab import Lab, LabOptions, PreflightError
+from mcclab.model.topology import Topology
 from mcclab.monitoring import Monitoring, start_monitoring
 from mcclab.net.node_config import netns_name
 from mcclab.probes.reach import wait_for
@@ -42,11 +56,78 @@ RESULTS = REPO / "results"
 # Flows keep running this long past the end, so every report interval that ends
 # inside the run (iperf3's, agents') is printed before the processes are stopped.
 TAIL = 1.5
+RECORD_EVERY = 5  # seconds between rewrites of run.json during the run
 PACKAGES = ["frr", "pimd", "smcroute", "iperf3", "mininet", "iproute2", "nftables", "iptables"]
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived during the run."""
+# The phases of a run, in order (run.json's ``phase`` while it runs, and the phase
+# each signal came in).
+PHASES = ("starting", "bring-up", "monitoring", "running", "export", "teardown", "tables",
+          "analysis")
+# Phases a signal stops at once; in the others it is noted and the phase finishes.
+STOP_AT_ONCE = frozenset({"bring-up", "monitoring", "running", "analysis"})
+# Test seam: MCCLAB_TEST_PAUSE_AT=<phase> makes the runner print PAUSE_MARK and the
+# phase on stdout at a fixed point of that phase and wait there for a signal, so a
+# test can signal each phase deterministically. Read once per run; unset, it costs a
+# string comparison per phase.
+PAUSE_ENV = "MCCLAB_TEST_PAUSE_AT"
+PAUSE_MARK = "mcclab-test-pause:"
+PAUSE_LIMIT = 120.0
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived during the run.
+
+    A BaseException, as KeyboardInterrupt is: code that catches Exception to carry
+    on (monitoring start, readiness polls, the analysis) must not swallow a stop.
+    """
+
+
+@dataclass
+class Stopper:
+    """The run's SIGINT/SIGTERM handler: which signals came in which phase, and
+    whether to stop at once."""
+
+    phase: str = "starting"
+    received: list[tuple[str, str]] = field(default_factory=list)  # (signal, phase)
+    acted: int = 0  # signals already answered by raising Interrupted
+    raised: bool = False
+    pause_at: str | None = None
+
+    def handler(self, signum: int, _frame: object) -> None:
+        """Note the signal; raise Interrupted where the run stops at once."""
+        self.received.append((signal.Signals(signum).name, self.phase))
+        # Once only before the wind-up: the cleanup the first signal started (Lab.up
+        # tearing down what it built) must not be broken by a second one. The
+        # analysis can always stop: the data and the record are written by then.
+        if self.phase == "analysis" or (self.phase in STOP_AT_ONCE and not self.raised):
+            self._raise()
+
+    def _raise(self) -> None:
+        self.raised = True
+        self.acted = len(self.received)
+        raise Interrupted(self.received[-1][0])
+
+    def enter(self, phase: str) -> None:
+        """Move to ``phase``; a signal noted and not yet answered stops it at once."""
+        self.phase = phase
+        if phase in STOP_AT_ONCE and len(self.received) > self.acted and (
+                phase == "analysis" or not self.raised):
+            self._raise()
+
+    def checkpoint(self, phase: str) -> None:
+        """The test seam's pause point in ``phase`` (see PAUSE_ENV); nothing otherwise."""
+        if self.pause_at != phase:
+            return
+        seen = len(self.received)
+        print(f"{PAUSE_MARK} {phase}", flush=True)
+        deadline = time.monotonic() + PAUSE_LIMIT
+        while len(self.received) == seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def first(self) -> tuple[str, str] | None:
+        """The first signal and its phase, if any came."""
+        return self.received[0] if self.received else None
 
 
 @dataclass
@@ -65,6 +146,8 @@ class RunOptions:
     # Called with the run's folder as soon as it exists, so a caller (a sweep)
     # knows where a run that then raises left its record.
     started: Callable[[Path], None] = lambda path: None
+    # Builds the lab (the real one by default; tests pass a fake).
+    lab: Callable[[Topology, LabOptions], Lab] = Lab
 
 
 @dataclass
@@ -78,10 +161,12 @@ class RunState:
     t0: float | None = None
     elapsed: float = 0.0
     running: dict[int, TrackedProcess] = field(default_factory=dict)
-    link_rows: list[dict[str, Any]] = field(default_factory=list)
+    links: tables.CsvAppender | None = None  # tables/links.csv, written each second
     iperf: dict[str, IperfWatch] = field(default_factory=dict)  # flow -> its server's log
     sinks: dict[str, tuple[TrackedProcess, Path]] = field(default_factory=dict)  # flow -> out
     forks: ForkServer | None = None
+    stop: Stopper = field(default_factory=Stopper)
+    runner: dict[str, Any] = field(default_factory=runner_identity)
 
 
 @dataclass
@@ -173,6 +258,7 @@ def _run_record(res: Resolved, st: RunState) -> dict[str, Any]:
     """run.json content."""
     exp = res.experiment
     profile = exp.profiles.get(res.profile)
+    first = st.stop.first()
     return {
         "experiment": exp.name, "run_id": st.run_dir.name, "profile": res.profile,
         "status": st.status, "started": st.started,
@@ -183,7 +269,27 @@ def _run_record(res: Resolved, st: RunState) -> dict[str, Any]:
         "iperf_test_starts_s": {flow: [round(t, 3) for t in watch.starts]
                                 for flow, watch in st.iperf.items()},
         "python_tools_started_by": "fork server" if st.forks is not None else "exec",
+        **st.runner,
+        **({"phase": st.stop.phase} if st.status == "running" else {}),
+        "interrupted_phase": first[1] if first else None,
+        "signals": [{"signal": sig, "phase": phase} for sig, phase in st.stop.received],
     }
+
+
+def _record(res: Resolved, st: RunState) -> None:
+    """Rewrite run.json with the run's state now."""
+    _write_json(st.run_dir / "run.json", _run_record(res, st))
+
+
+def _settle(st: RunState) -> None:
+    """The final status: a run that saw a signal anywhere is interrupted (unless failed)."""
+    first = st.stop.first()
+    if first is None:
+        return
+    if st.status in ("running", "complete"):
+        st.status = "interrupted"
+    if st.status == "interrupted":
+        st.error = f"stopped by {first[0]} during {first[1]}"
 
 
 def _tail(path: str, size: int = 4096) -> str:
@@ -254,11 +360,15 @@ def _sample_links(lab: Lab, st: RunState, t: int) -> None:
         records = lab.links.records()
     except Exception:  # noqa: BLE001 - counters are best effort; health is checked apart
         return
+    rows = []
     for rec in records:
         row = {"t": t, **rec}
         # The results contract names what left the link "out".
         row["pkts_out"], row["bytes_out"] = row.pop("pkts_sent"), row.pop("bytes_sent")
-        st.link_rows.append(row)
+        rows.append(row)
+    if st.links is None:
+        st.links = tables.CsvAppender(st.run_dir / "tables" / "links.csv")
+    st.links.append(rows)
 
 
 def lab_options(exp: Experiment, run_dir: Path, options: RunOptions) -> LabOptions:
@@ -270,29 +380,44 @@ def lab_options(exp: Experiment, run_dir: Path, options: RunOptions) -> LabOptio
 
 
 def execute(res: Resolved, options: RunOptions) -> Path:
-    """Run a resolved experiment and return its results folder."""
+    """Run a resolved experiment and return its results folder.
+
+    Raises PreflightError, leaving no folder, when the lab refuses to start.
+    """
+    stop = Stopper(pause_at=os.environ.get(PAUSE_ENV))
+    # Installed before the folder exists: a signal from here on is noted and answered
+    # once the record is there (phase 'starting'), never kills a half-made folder.
+    old = {s: signal.signal(s, stop.handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _execute(res, options, stop)
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
+    """The body of :func:`execute`, with the run's signal handler in place."""
     exp = res.experiment
     run_dir = new_run_dir(options.results, exp.name)
     options.started(run_dir)
     (run_dir / "logs").mkdir()
     (run_dir / "tables").mkdir()
     (run_dir / "sessions").mkdir()
-    st = RunState(run_dir, started=datetime.now(UTC).isoformat())
+    st = RunState(run_dir, started=datetime.now(UTC).isoformat(), stop=stop)
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(
         res.experiment.model_dump(mode="json"), sort_keys=False))
     (run_dir / "topology.yaml").write_text(yaml.safe_dump(
         res.topology.model_dump(mode="json"), sort_keys=False))
-    _write_json(run_dir / "run.json", _run_record(res, st))
-    _write_json(run_dir / "env.json", environment(None))
-
-    def on_signal(signum: int, _frame: object) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    lab = Lab(res.topology, lab_options(exp, run_dir, options))
+    _record(res, st)
+    lab_opts = lab_options(exp, run_dir, options)
+    lab_opts.progress = _bring_up_progress(lab_opts.progress, stop)
+    lab = options.lab(res.topology, lab_opts)
     launch_plan: LaunchPlan | None = None
     monitoring: Monitoring | None = None
+    refused = False
     try:
+        stop.enter("bring-up")
+        _record(res, st)
         lab.up()
         _write_json(run_dir / "env.json", environment(lab))
         launch_plan = plan_launches(exp, lab.plan, run_dir)
@@ -304,32 +429,65 @@ def execute(res: Resolved, options: RunOptions) -> Path:
         if options.fork and tools:
             st.forks = ForkServer.start(lab.state, preload(tools),
                                         run_dir / "logs" / "forkserver.log")
+        stop.enter("monitoring")
+        _record(res, st)
         monitoring = start_monitoring(lab, run_dir, exp, launch_plan)
+        stop.checkpoint("monitoring")
         options.announce(monitoring.announcement)
-        _timeline(lab, exp.duration, launch_plan, st, options)
+        stop.enter("running")
+        _record(res, st)
+        _timeline(lab, exp.duration, launch_plan, st, options,
+                  lambda: _record(res, st))
         st.status = "complete"
-    except Interrupted as exc:
-        st.status, st.error = "interrupted", f"stopped by {exc}"
+    except PreflightError:
+        refused = True  # nothing was created: no folder either
+        raise
+    except Interrupted:
+        st.status = "interrupted"
     except Exception as exc:  # noqa: BLE001 - any failure is recorded, then re-raised
+        stop.phase = "export"  # from here on a signal must not break the wind-up
         st.status, st.error = "failed", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        # Ignore further signals while cleaning up: teardown must finish.
-        for s in old:
-            signal.signal(s, signal.SIG_IGN)
-        try:
-            if monitoring is not None:
-                monitoring.stop(run_dir, before_export=lambda: _stop_flows(st))
-            _finish(lab, res, st, launch_plan)
-        finally:
-            for s, handler in old.items():
-                signal.signal(s, handler)
+        if refused:
+            lab.down()
+            shutil.rmtree(run_dir, ignore_errors=True)
+        else:
+            _wind_up(lab, res, st, launch_plan, monitoring)
     return run_dir
 
 
+def _bring_up_progress(progress: Callable[[str, int, int], None], stop: Stopper
+                       ) -> Callable[[str, int, int], None]:
+    """The lab's progress callback, with the test pause once every router runs."""
+    def report(step: str, done: int, total: int) -> None:
+        progress(step, done, total)
+        if step == "starting routers" and done == total:
+            stop.checkpoint("bring-up")
+    return report
+
+
+def _wind_up(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None,
+             monitoring: Monitoring | None) -> None:
+    """Export, teardown, tables, record, analysis: whatever stopped the run."""
+    st.stop.enter("export")
+
+    def before_export() -> None:
+        _stop_flows(st)
+        st.stop.checkpoint("export")
+
+    if monitoring is not None:
+        monitoring.stop(st.run_dir, before_export=before_export)
+    _finish(lab, res, st, lp)
+
+
 def _timeline(lab: Lab, duration: float, lp: LaunchPlan, st: RunState,
-              options: RunOptions) -> None:
-    """Start and stop processes on schedule; sample counters and check health each second."""
+              options: RunOptions, record: Callable[[], None] = lambda: None) -> None:
+    """Start and stop processes on schedule; sample counters and check health each second.
+
+    ``record`` rewrites run.json every RECORD_EVERY seconds, so the record of a runner
+    killed outright still says how far it got.
+    """
     order = sorted(range(len(lp.launches)), key=lambda i: lp.launches[i].start)
     # Servers first and receivers before senders at equal times, so nothing is lost to
     # a listener that is not there yet.
@@ -358,6 +516,8 @@ def _timeline(lab: Lab, duration: float, lp: LaunchPlan, st: RunState,
                 lab.links.check()
             options.progress("running", min(next_second, int(duration)), int(duration))
             options.live(now, duration, _live_rates(lp.launches))
+            if next_second % RECORD_EVERY == 0:
+                record()
             next_second += 1
         if now >= duration + TAIL:
             break
@@ -388,13 +548,31 @@ def _finish(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None) -> Non
                                 ignore=shutil.ignore_patterns("*.sock", "*.api", "*.vty"))
             elif src.is_file():
                 shutil.copy2(src, logs / f"lab-{item}")
+    st.stop.enter("teardown")
+    st.stop.checkpoint("teardown")
     try:
         lab.down()
     finally:
+        st.stop.enter("tables")
         if lp is not None and st.t0 is not None:
-            _write_tables(res, st, lp)
-        _write_json(run_dir / "run.json", _run_record(res, st))
-        _analyse(run_dir)
+            try:
+                _write_tables(res, st, lp)
+            except Exception as exc:  # noqa: BLE001 - the record must still be written
+                if st.status in ("running", "complete"):
+                    st.status = "failed"
+                st.error = st.error or f"writing the tables failed: {type(exc).__name__}: {exc}"
+        if not (run_dir / "env.json").exists():
+            _write_json(run_dir / "env.json", environment(lab))
+        _settle(st)
+        _record(res, st)
+        try:
+            st.stop.enter("analysis")
+            st.stop.checkpoint("analysis")
+            _analyse(run_dir)
+        except Interrupted:
+            # The data and the record are complete; `mcclab report` builds the rest.
+            _settle(st)
+            _record(res, st)
 
 
 def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
@@ -437,10 +615,8 @@ def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
               for launch in lp.launches if launch.role in ("sender", "receiver")]
     tables.agent_timing_table(timing, st.t0).to_csv(st.run_dir / "tables" / "agents.csv",
                                                     index=False)
-    if st.link_rows:
-        import pandas as pd
-
-        pd.DataFrame(st.link_rows).to_csv(st.run_dir / "tables" / "links.csv", index=False)
+    if st.links is not None:
+        st.links.close()
 
 
 def _analyse(run_dir: Path) -> None:

@@ -75,7 +75,7 @@ def plan(name_or_path: str, sweep: str, profile: str, sets: list[str]
         except SpecError as exc:
             where = ", ".join(f"{k}={v}" for k, v in point.items())
             raise SpecError(exc.path, [(f"sweeps.{sweep} at {where}: {f}", r)
-                                       for f, r in exc.problems]) from None
+                                       for f, r in exc.problems], exc.note) from None
     return base, points
 
 
@@ -150,7 +150,8 @@ def run_sweep(name_or_path: str, sweep: str, profile: str, options: SweepOptions
                 entry["error"] = f"{type(exc).__name__}: {exc}"
                 if type(exc).__name__ == "PreflightError":
                     status = "failed"  # the machine cannot run labs: no point going on
-            if "dir" in current:
+            # A run the lab refused (PreflightError) leaves no folder to point at.
+            if "dir" in current and current["dir"].is_dir():
                 entry["dir"] = os.path.relpath(current["dir"], folder)
                 if entry["status"] == "failed" and current["dir"].is_dir():
                     entry["status"] = _status_of(current["dir"])

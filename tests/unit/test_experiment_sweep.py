@@ -133,6 +133,19 @@ def test_plan_resolves_every_point_first(spec):
         plan(spec, "hosts", "paper", [])
 
 
+def test_a_point_refused_under_a_profile_says_what_the_profile_set(tmp_path):
+    # The quick profile cuts the run to 5 s: the point whose warm-up is 8 s is refused,
+    # and the error keeps the line saying the values were resolved with that profile.
+    path = tmp_path / "warm.yaml"
+    path.write_text(yaml.safe_dump({**SPEC, "sweeps": {"warm": {"over": {"warmup": ["1s", "8s"]}}},
+                                    "profiles": {"quick": {"set": {"duration": "5s"}}}}))
+    assert len(plan(str(path), "warm", "paper", [])[1]) == 2
+    with pytest.raises(SpecError) as info:
+        plan(str(path), "warm", "quick", [])
+    assert "sweeps.warm at warmup=8s: warmup" in str(info.value)
+    assert "profile 'quick'" in info.value.note
+
+
 def test_sweep_writes_folder_csv_figures_and_report(tmp_path, spec):
     runner = FakeRunner()
     options, progress = sweep_options(tmp_path, runner, sets=["warmup=3s"])

@@ -108,3 +108,31 @@ def test_iperf_watch_places_a_late_test_where_it_began(tmp_path):
         fh.write("[  5]   1.00-2.00   sec   100 KBytes   819 Kbits/sec\n")
     watch.poll(23.6)
     assert watch.starts == [pytest.approx(21.6)]
+
+
+def test_link_samples_are_written_as_they_come_and_read_back_as_one_table(tmp_path):
+    # Rows appended second by second read back as the table a DataFrame of all of them
+    # would have written, and each second is on disk as soon as it was appended (a
+    # runner killed mid-run keeps its table up to there).
+    import io
+
+    import pandas as pd
+
+    from mcclab.experiment.tables import CsvAppender
+
+    def second(t: int) -> list[dict]:
+        return [{"t": t, "link": f"r0-h{i}", "pkts_out": 10 * t + i, "bytes_out": 1e4 * t,
+                 "queue_pkts": 0.5 * i, "drops": None if i else 0} for i in range(3)]
+
+    path = tmp_path / "tables" / "links.csv"
+    table = CsvAppender(path)
+    table.append([])
+    assert not path.exists()  # no columns yet: nothing written
+    for t in range(1, 4):
+        table.append(second(t))
+        assert len(pd.read_csv(path)) == 3 * t
+    table.close()
+    everything = [row for t in range(1, 4) for row in second(t)]
+    whole = pd.DataFrame(everything).to_csv(index=False)  # how links.csv was written before
+    pd.testing.assert_frame_equal(pd.read_csv(path), pd.read_csv(io.StringIO(whole)))
+    assert table.rows == 9
