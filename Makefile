@@ -11,15 +11,23 @@ EXPERIMENT ?= default
 PROFILE    ?= quick
 PYTEST_ARGS ?=
 
-.PHONY: help setup experiment test test-unit lint schema clean linkemu dashboards bench-links \
-	bench-agent-start vm-check
+.PHONY: help setup experiment test test-unit lint schema clean linkemu linkemu-test \
+	dashboards bench-links \
+	bench-agent-start vm-check bench-crash soak bench-fuzz bench-signals bench-export
 
 help:
 	@echo "make setup       install everything (Ansible playbook, idempotent)"
 	@echo "make experiment  run the default experiment (sets up first if needed);"
 	@echo "                 EXPERIMENT=name PROFILE=quick|paper to choose another"
 	@echo "make test        run the test suite (needs root for the network tests)"
+	@echo "                 and the link emulator's C tests, plain and under ASan/UBSan;"
+	@echo "                 JUnit XML with durations in TEST_REPORT_DIR (/tmp/mcclab-test-report)"
 	@echo "make lint        ruff, ansible-lint and the schema check"
+	@echo "make bench-fuzz  ~3 min: 100,000 datagrams into every port of every agent (root)"
+	@echo "make bench-signals ~7 min: SIGINT and SIGTERM at every phase of a run, and a second one"
+	@echo "make bench-crash ~15 min: SIGKILL campaign, 20 kills of 'mcclab run', then 'mcclab clean'"
+	@echo "make soak        ~20 min: ORMCC Fig. 4 n=24 over 1000 s, memory and descriptors sampled"
+	@echo "make bench-export ~2 min: peak memory of exporting a run's series, old way and new"
 	@echo "make clean       remove every namespace, interface and process mcclab made"
 	@echo "make vm-check    slow (~23 min cached, ~30 cold, under QEMU TCG): a Debian 12 VM provisioned with the"
 	@echo "                 playbook, kernel link backend checks inside (docs/vm-check.md)"
@@ -43,8 +51,22 @@ experiment: $(MCCLAB)
 	$(SUDO) $(MCCLAB) run $(EXPERIMENT) --profile $(PROFILE)
 endif
 
-test: $(MCCLAB)
-	$(SUDO) $(PY) -m pytest $(PYTEST_ARGS)
+# Every run leaves its JUnit XML (each test's duration) in TEST_REPORT_DIR; CI prints
+# the slowest tests from it (.ci/slowest.py). pytest-timeout's session timeout stops the
+# suite between tests once PYTEST_SESSION_TIMEOUT seconds have passed (a test in progress
+# is bounded by its own timeout, at most 600 s), so a wedged lab cannot eat CI's budget.
+TEST_REPORT_DIR ?= /tmp/mcclab-test-report
+PYTEST_SESSION_TIMEOUT ?= 2400
+
+test: $(MCCLAB) linkemu-test
+	mkdir -p $(TEST_REPORT_DIR)
+	$(SUDO) $(PY) -m pytest --junitxml=$(TEST_REPORT_DIR)/junit.xml \
+		--session-timeout=$(PYTEST_SESSION_TIMEOUT) $(PYTEST_ARGS)
+
+# The emulator's C tests (model and command line), then the same tests on an
+# ASan + UBSan build (linkemu/Makefile). Also builds the emulator the labs run.
+linkemu-test:
+	$(MAKE) -C linkemu test test-sanitize
 
 test-unit: $(MCCLAB)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -59,6 +81,38 @@ bench-links: $(MCCLAB) linkemu
 # prints a table; docs/agents.md). BENCH_ARGS="--counts 8 24 48 72" for other sizes.
 bench-agent-start: $(MCCLAB)
 	$(SUDO) $(PY) bench/agent_start.py $(BENCH_ARGS)
+
+# SIGINT and SIGTERM at every phase of `mcclab run` and a second signal during
+# teardown (~7 min, not part of `make test`, which runs one signal per phase): prints
+# signal, phase, exit code, status, lab gone, tables kept, report built per case.
+# BENCH_ARGS="--signals SIGTERM --phases teardown" for a subset.
+bench-signals: $(MCCLAB)
+	$(SUDO) $(PY) bench/signals.py $(BENCH_ARGS)
+
+# SIGKILL campaign (~15 min, not part of `make test`): kills `mcclab run` at random
+# points (bring-up, monitoring, mid-run, export, teardown, analysis), runs `mcclab
+# clean` and looks for leftovers of every kind; then one more run must complete.
+# BENCH_ARGS="--trials 6" for a shorter campaign (docs/reliability.md).
+bench-crash: $(MCCLAB)
+	$(SUDO) $(PY) bench/crash.py $(BENCH_ARGS)
+
+# Fuzzing (~3 min, not part of `make test`, which sends 10,000 a port): 100,000 datagrams
+# into every UDP port of every protocol's agents on loopback, forged sources included
+# (raw socket: root); prints sent, crashes and drops counted by reason per port.
+bench-fuzz: $(MCCLAB)
+	$(SUDO) $(PY) bench/fuzz_ports.py $(BENCH_ARGS)
+
+# Soak (~20 min): ORMCC Fig. 4 at n = 24, paper profile (1000 s), with the memory and
+# descriptors of every long-lived process and the Prometheus database sampled; growth
+# after the warm-up must stay under 10 % and no scrape may be lost (docs/reliability.md).
+soak: $(MCCLAB)
+	$(SUDO) $(PY) bench/soak.py $(BENCH_ARGS)
+
+# Peak memory of exporting a run's series, the old way (all at once) beside the
+# current one (metric by metric), on synthetic answers shaped like the 1000-s soak
+# (~2 min, no root, no lab; docs/reliability.md).
+bench-export: $(MCCLAB)
+	$(PY) bench/export_memory.py $(BENCH_ARGS)
 
 # The Vagrant user path in a real Debian 12 VM (QEMU TCG), not part of `make test`:
 # builds/caches the image under /var/cache/mcclab-vm, provisions it with

@@ -1,7 +1,7 @@
 /* mcclab-linkemu: NFQUEUE glue around the link model.  One process per
  * network namespace, one NFQUEUE (and netlink socket) per emulated link
  * direction, a single-threaded epoll loop, and a timerfd armed at the
- * earliest verdict or stats deadline. */
+ * earliest verdict or stats deadline; a second thread writes the stats. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +10,7 @@
 #include <libmnl/libmnl.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
 #include <linux/netfilter.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -58,6 +59,9 @@ static struct lane *lanes;
 static size_t nlanes;
 static const char *stats_path;
 static int memory_locked; /* mlockall succeeded (see lock_memory) */
+/* Longest stats write: the loop serves no packet meanwhile, so the stats say
+ * whether writing them ever held the link up. */
+static int64_t stats_write_max_ns;
 static char vbuf[1 << 16]; /* pending verdicts for one lane */
 static size_t vlen;
 static char rbuf[1 << 16];
@@ -217,7 +221,33 @@ static void lane_open(struct lane *l)
 		die("fcntl");
 }
 
-static void read_kernel_counters(void)
+/* Stats are written off the packet loop.  At each stats deadline the loop copies
+ * the counters into a snapshot (microseconds, no system call) and a writer
+ * thread at normal priority reads the kernel's counters, formats the JSON and
+ * replaces the file: /proc reads and file system calls took up to 12 ms in the
+ * loop on a loaded VM, and every verdict due meanwhile went out that late. */
+struct lane_snap {
+	unsigned queue;
+	uint32_t portid;
+	char name[64];
+	uint64_t pkts_in, bytes_in, pkts_out, bytes_out, drops_queue, drops_loss;
+	uint64_t qlen, qlen_bytes, max_qlen, in_flight;
+	double red_avg;
+	uint64_t enobufs, nl_errors;
+	uint64_t k_total, k_dropped, k_user_dropped;
+	uint64_t late_n, late_over_100us;
+	int64_t late_sum_ns, late_max_ns;
+	uint64_t late_hist[LATE_BUCKETS + 1];
+};
+
+static struct lane_snap *snap_shared, *snap_local; /* loop -> writer, writer's copy */
+static int64_t snap_time;
+static int snap_ready, writer_stop, writer_running, realtime;
+static pthread_mutex_t snap_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t snap_cv = PTHREAD_COND_INITIALIZER;
+static pthread_t writer;
+
+static void read_kernel_counters(struct lane_snap *s, size_t n)
 {
 	FILE *f = fopen("/proc/net/netfilter/nfnetlink_queue", "r");
 	if (!f)
@@ -226,11 +256,11 @@ static void read_kernel_counters(void)
 	int one;
 	while (fscanf(f, "%u %u %u %u %u %u %u %u %d", &qn, &portid, &total, &mode, &range, &dropped,
 		      &udropped, &seq, &one) == 9) {
-		for (size_t i = 0; i < nlanes; i++) {
-			if (lanes[i].q.cfg.queue == qn && lanes[i].portid == portid) {
-				lanes[i].k_total = total;
-				lanes[i].k_dropped = dropped;
-				lanes[i].k_user_dropped = udropped;
+		for (size_t i = 0; i < n; i++) {
+			if (s[i].queue == qn && s[i].portid == portid) {
+				s[i].k_total = total;
+				s[i].k_dropped = dropped;
+				s[i].k_user_dropped = udropped;
 			}
 		}
 	}
@@ -239,7 +269,7 @@ static void read_kernel_counters(void)
 
 /* Upper edge of the histogram bucket holding the given quantile, in us;
  * -1 if it lies beyond the histogram (> 2 ms). */
-static double late_quantile(const struct lane *l, double q)
+static double late_quantile(const struct lane_snap *l, double q)
 {
 	uint64_t want = (uint64_t)(q * (double)l->late_n), acc = 0;
 	for (int b = 0; b < LATE_BUCKETS; b++) {
@@ -250,11 +280,45 @@ static double late_quantile(const struct lane *l, double q)
 	return l->late_n ? -1 : 0;
 }
 
-static void write_stats(int64_t now)
+/* Copies the counters as of now into *s (the loop's side: no system call). */
+static void snapshot(struct lane_snap *s, int64_t now)
 {
-	if (!stats_path)
-		return;
-	read_kernel_counters();
+	for (size_t i = 0; i < nlanes; i++) {
+		struct lane *l = &lanes[i];
+		struct le_queue *q = &l->q;
+		le_advance(q, now);
+		struct lane_snap *o = &s[i];
+		o->queue = q->cfg.queue;
+		o->portid = l->portid;
+		memcpy(o->name, q->cfg.name, sizeof(o->name));
+		o->pkts_in = q->pkts_in;
+		o->bytes_in = q->bytes_in;
+		o->pkts_out = q->pkts_out;
+		o->bytes_out = q->bytes_out;
+		o->drops_queue = q->drops_queue;
+		o->drops_loss = q->drops_loss;
+		o->qlen = le_qlen(q);
+		o->qlen_bytes = q->qlen_bytes;
+		o->max_qlen = q->max_qlen;
+		o->in_flight = le_in_flight(q);
+		o->red_avg = q->red_avg;
+		o->enobufs = l->enobufs;
+		o->nl_errors = l->nl_errors;
+		o->k_total = o->k_dropped = o->k_user_dropped = 0;
+		o->late_n = l->late_n;
+		o->late_over_100us = l->late_over_100us;
+		o->late_sum_ns = l->late_sum_ns;
+		o->late_max_ns = l->late_max_ns;
+		memcpy(o->late_hist, l->late_hist, sizeof(o->late_hist));
+	}
+}
+
+/* Writes the stats file from a snapshot (the writer's side, or main at start
+ * and exit): kernel counters, JSON to FILE.tmp.<pid>, rename. */
+static void write_snapshot(struct lane_snap *s, int64_t now)
+{
+	int64_t t0 = mono_ns();
+	read_kernel_counters(s, nlanes);
 	char tmp[4096];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", stats_path, (int)getpid());
 	FILE *f = fopen(tmp, "w");
@@ -263,13 +327,11 @@ static void write_stats(int64_t now)
 		return;
 	}
 	fprintf(f, "{\"time\": %.6f, \"pid\": %d, \"realtime\": %s, \"locked\": %s, "
-		"\"queues\": {", (double)now * 1e-9, (int)getpid(),
-		sched_getscheduler(0) == SCHED_FIFO ? "true" : "false",
-		memory_locked ? "true" : "false");
+		"\"stats_write_max_us\": %.1f, \"queues\": {", (double)now * 1e-9, (int)getpid(),
+		realtime ? "true" : "false", memory_locked ? "true" : "false",
+		(double)stats_write_max_ns / 1e3);
 	for (size_t i = 0; i < nlanes; i++) {
-		struct lane *l = &lanes[i];
-		struct le_queue *q = &l->q;
-		le_advance(q, now);
+		const struct lane_snap *l = &s[i];
 		fprintf(f,
 			"%s\n  \"%u\": {\"name\": \"%s\", \"pkts_in\": %" PRIu64 ", \"bytes_in\": %" PRIu64
 			", \"pkts_out\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ", \"drops_queue\": %" PRIu64
@@ -279,9 +341,9 @@ static void write_stats(int64_t now)
 			", \"kernel_user_dropped\": %" PRIu64 ", \"enobufs\": %" PRIu64
 			", \"nl_errors\": %" PRIu64 ", \"late_avg_us\": %.1f, \"late_max_us\": %.1f"
 			", \"late_p50_us\": %.0f, \"late_p99_us\": %.0f, \"late_over_100us\": %" PRIu64 "}",
-			i ? "," : "", q->cfg.queue, q->cfg.name, q->pkts_in, q->bytes_in, q->pkts_out,
-			q->bytes_out, q->drops_queue, q->drops_loss, le_qlen(q), q->qlen_bytes, q->red_avg,
-			q->max_qlen, le_in_flight(q), l->k_total, l->k_dropped, l->k_user_dropped,
+			i ? "," : "", l->queue, l->name, l->pkts_in, l->bytes_in, l->pkts_out,
+			l->bytes_out, l->drops_queue, l->drops_loss, l->qlen, l->qlen_bytes, l->red_avg,
+			l->max_qlen, l->in_flight, l->k_total, l->k_dropped, l->k_user_dropped,
 			l->enobufs, l->nl_errors,
 			l->late_n ? (double)l->late_sum_ns / (double)l->late_n / 1e3 : 0.0,
 			(double)l->late_max_ns / 1e3, late_quantile(l, 0.5), late_quantile(l, 0.99),
@@ -292,6 +354,91 @@ static void write_stats(int64_t now)
 		fprintf(stderr, "mcclab-linkemu: writing %s: %s\n", stats_path, strerror(errno));
 		unlink(tmp);
 	}
+	int64_t took = mono_ns() - t0;
+	if (took > stats_write_max_ns)
+		stats_write_max_ns = took;
+}
+
+static void *writer_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&snap_mu);
+	for (;;) {
+		while (!snap_ready && !writer_stop)
+			pthread_cond_wait(&snap_cv, &snap_mu);
+		if (!snap_ready)
+			break; /* stopping, nothing pending: main writes the final stats */
+		memcpy(snap_local, snap_shared, nlanes * sizeof(*snap_local));
+		int64_t t = snap_time;
+		snap_ready = 0;
+		pthread_mutex_unlock(&snap_mu);
+		write_snapshot(snap_local, t);
+		pthread_mutex_lock(&snap_mu);
+	}
+	pthread_mutex_unlock(&snap_mu);
+	return NULL;
+}
+
+/* The loop's stats step: hand a snapshot to the writer.  Never waits: if the
+ * writer holds the lock (it may be preempted there, being at normal priority),
+ * this deadline is skipped and the next one, 100 ms later, writes. */
+static void post_stats(int64_t now)
+{
+	if (!stats_path)
+		return;
+	if (!writer_running) {
+		snapshot(snap_local, now);
+		write_snapshot(snap_local, now);
+		return;
+	}
+	if (pthread_mutex_trylock(&snap_mu) != 0)
+		return;
+	snapshot(snap_shared, now);
+	snap_time = now;
+	snap_ready = 1;
+	pthread_cond_signal(&snap_cv);
+	pthread_mutex_unlock(&snap_mu);
+}
+
+/* Starts the writer at normal priority (SCHED_OTHER) whatever the loop runs at.
+ * If it cannot start, the loop writes the stats itself, as before. */
+static void start_writer(void)
+{
+	if (!stats_path)
+		return;
+	pthread_attr_t attr;
+	struct sched_param sp = {.sched_priority = 0};
+	pthread_attr_init(&attr);
+	/* its stack is locked too (mlockall MCL_FUTURE): keep it small */
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+	pthread_attr_setschedparam(&attr, &sp);
+	int err = pthread_create(&writer, &attr, writer_main, NULL);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		fprintf(stderr, "mcclab-linkemu: stats writer thread: %s; writing from the loop\n",
+			strerror(err));
+		return;
+	}
+	writer_running = 1;
+}
+
+/* Stops the writer (after any write in progress) and writes the final stats. */
+static void stop_writer_and_write(int64_t now)
+{
+	if (!stats_path)
+		return;
+	if (writer_running) {
+		pthread_mutex_lock(&snap_mu);
+		writer_stop = 1;
+		snap_ready = 0;
+		pthread_cond_signal(&snap_cv);
+		pthread_mutex_unlock(&snap_mu);
+		pthread_join(writer, NULL);
+		writer_running = 0;
+	}
+	post_stats(now);
 }
 
 static void arm(int tfd, int64_t when)
@@ -413,8 +560,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mcclab-linkemu: config error: %s\n", err);
 		return 2;
 	}
-	if (check)
+	if (check) {
+		free(cfgs);
 		return 0;
+	}
 
 	/* Block the signals before any socket exists so they are only ever
 	 * seen through the signalfd, i.e. between loop iterations. */
@@ -427,11 +576,14 @@ int main(int argc, char **argv)
 	/* Default 50 us slack would eat most of the verdict accuracy budget. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	set_realtime(rt_priority);
+	realtime = sched_getscheduler(0) == SCHED_FIFO;
 	if (rt_priority)
 		lock_memory();
 
 	lanes = calloc(nlanes, sizeof(*lanes));
-	if (!lanes)
+	snap_shared = calloc(nlanes, sizeof(*snap_shared));
+	snap_local = calloc(nlanes, sizeof(*snap_local));
+	if (!lanes || !snap_shared || !snap_local)
 		die("calloc");
 	for (size_t i = 0; i < nlanes; i++)
 		if (le_queue_init(&lanes[i].q, &cfgs[i]) < 0)
@@ -446,6 +598,10 @@ int main(int argc, char **argv)
 			c->queue, c->name, c->rate_bps, c->delay_ns / 1e3, c->jitter_ns / 1e3, c->loss,
 			c->limit_pkts, c->disc == LE_RED ? "red" : "droptail");
 	}
+	/* Every queue is bound: the first stats file says so at once (written here,
+	 * before the writer starts); the writer then takes over. */
+	post_stats(mono_ns());
+	start_writer();
 
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -465,7 +621,7 @@ int main(int argc, char **argv)
 
 	const int64_t interval = interval_ms * 1000000;
 	const int64_t spin = spin_us * 1000;
-	int64_t next_stats = mono_ns();
+	int64_t next_stats = mono_ns() + interval;
 	int64_t armed = -1;
 	int running = 1;
 	while (running) {
@@ -502,7 +658,7 @@ int main(int argc, char **argv)
 				wake = d - spin;
 		}
 		if (stats_path && now >= next_stats) {
-			write_stats(now);
+			post_stats(now);
 			while (next_stats <= now)
 				next_stats += interval;
 		}
@@ -535,7 +691,7 @@ int main(int argc, char **argv)
 		}
 	}
 
-	write_stats(mono_ns());
+	stop_writer_and_write(mono_ns());
 	/* Closing the sockets makes the kernel drop whatever is still queued:
 	 * a stopped emulator is a dead link, never a free one. */
 	for (size_t i = 0; i < nlanes; i++) {
@@ -543,5 +699,7 @@ int main(int argc, char **argv)
 		le_queue_free(&lanes[i].q);
 	}
 	free(lanes);
+	free(snap_shared);
+	free(snap_local);
 	return 0;
 }

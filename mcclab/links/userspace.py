@@ -8,12 +8,16 @@ dead emulator is a dead link (fail closed), never an unshaped one.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from mcclab.commands import Cmd, cmd
 from mcclab.links.counters import LinkCounters
 from mcclab.links.plan import Direction, Placement
+from mcclab.model.addressing import AddressPlan, Interface
 
 LINKEMU_ENV = "MCCLAB_LINKEMU"
 REPO = Path(__file__).resolve().parents[2]
@@ -113,4 +117,52 @@ def parse_stats(data: dict, placed: list[tuple[Direction, Placement]]) -> list[L
             errors=q.get("kernel_dropped", 0) + q.get("kernel_user_dropped", 0)
             + q.get("nl_errors", 0),
         ))
+    return out
+
+
+# ---------------------------------------------------------------- pinned neighbours
+#
+# ARP bypasses the emulation (it is not IPv4, so no iptables rule queues it), but a
+# packet the emulator releases still needs its next hop's MAC address after the
+# verdict, and a host's packet needs it before it reaches the emulator. An entry that
+# must be resolved again (aged out, collected when the kernel's table, shared by every
+# namespace, fills up with other labs' multicast entries, or a lost request) holds
+# the packets behind it for up to a retransmit time (1 s) and discards those beyond
+# its queue: an RTT tail that is neither the link's nor the emulator's. A permanent
+# entry is never aged, probed or collected.
+
+
+def link_show_cmd(netns: str) -> Cmd:
+    """Every interface of a namespace with its MAC address, as JSON."""
+    return cmd("ip", "-j", "link", "show", netns=netns)
+
+
+def parse_macs(text: str) -> dict[str, str]:
+    """``ip -j link show`` output -> {interface name: MAC address}."""
+    return {link["ifname"]: link["address"] for link in json.loads(text or "[]")
+            if link.get("address")}
+
+
+def neighbour_pairs(plan: AddressPlan) -> list[tuple[Interface, Interface]]:
+    """(own interface, neighbour's interface) for every two nodes sharing a subnet."""
+    by_subnet: dict[ipaddress.IPv4Network, list[Interface]] = {}
+    for ifaces in plan.interfaces.values():
+        for iface in ifaces:
+            by_subnet.setdefault(iface.subnet, []).append(iface)
+    return [(mine, theirs) for members in by_subnet.values() for mine in members
+            for theirs in members if theirs.node != mine.node]
+
+
+def pin_neighbour_cmds(plan: AddressPlan, macs: Mapping[str, Mapping[str, str]],
+                       netns: Mapping[str, str]) -> list[Cmd]:
+    """Permanent neighbour entries for every directly connected pair of the lab.
+
+    ``macs`` is {node: {interface: MAC}} (``parse_macs`` of each node's namespace),
+    ``netns`` {node: namespace name}. ``replace`` makes it idempotent.
+    """
+    out = []
+    for mine, theirs in neighbour_pairs(plan):
+        out.append(cmd("ip", "neigh", "replace", str(theirs.address.ip), "lladdr",
+                       macs[theirs.node][theirs.name], "dev", mine.name, "nud", "permanent",
+                       netns=netns[mine.node]))
     return out

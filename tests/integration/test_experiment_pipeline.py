@@ -16,7 +16,8 @@ from agents.webrc.params import WebrcParams
 from mcclab.probes.reach import wait_for
 from mcclab.state import leftovers
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
+# timeout: 3x the slowest test measured without a lab-lock wait (53.5 s, 2-core VM)
+pytestmark = [pytest.mark.root, pytest.mark.timeout(180)]
 
 MCCLAB = [sys.executable, "-m", "mcclab"]
 BOTTLENECK = 3.2e6

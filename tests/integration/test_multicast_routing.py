@@ -23,7 +23,9 @@ from mcclab.probes.reach import (
 from mcclab.routing import frr
 from mcclab.slowdown import scaled
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
+# timeout: 3x the slowest test measured without a lab-lock wait (78 s, the keepalive
+# prune test, 2-core VM)
+pytestmark = [pytest.mark.root, pytest.mark.timeout(240)]
 
 LOCK_WAIT = 600.0  # wait for another lab on the machine rather than fail
 RATE = 200.0  # packets/s per group
