@@ -28,7 +28,7 @@ help:
 	@echo "make bench-crash ~15 min: SIGKILL campaign, 20 kills of 'mcclab run', then 'mcclab clean'"
 	@echo "make soak        ~20 min: ORMCC Fig. 4 n=24 over 1000 s, memory and descriptors sampled"
 	@echo "make bench-export ~2 min: peak memory of exporting a run's series, old way and new"
-	@echo "make clean       remove every namespace, interface and process mcclab made"
+	@echo "make clean       remove what crashed labs left (labs in use stay: mcclab clean --all)"
 	@echo "make vm-check    slow (~23 min cached, ~30 cold, under QEMU TCG): a Debian 12 VM provisioned with the"
 	@echo "                 playbook, kernel link backend checks inside (docs/vm-check.md)"
 

@@ -217,7 +217,7 @@ def trial(point: str, rng: random.Random, experiment: str, settings: tuple[str, 
         if proc.poll() is None and killed_after is None:
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=120)
-    cleaned = mcclab("clean", timeout=300)
+    cleaned = mcclab("clean", "--results", str(results), timeout=300)
     watch.refresh()
     rest = leftovers(watch) if killed_after is not None else []
     return {"point": point, "killed_after": killed_after, "clean_rc": cleaned.returncode,

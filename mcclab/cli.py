@@ -19,6 +19,9 @@ from mcclab.model.loader import SpecError, load_topology
 app = typer.Typer(help="Multicast congestion-control lab.", no_args_is_help=True)
 topo_app = typer.Typer(help="Inspect and validate topology files.", no_args_is_help=True)
 app.add_typer(topo_app, name="topo")
+export_app = typer.Typer(help="Export an experiment to a testbed: Emulab NS file, CloudLab "
+                         "profile (docs/testbeds.md).", no_args_is_help=True)
+app.add_typer(export_app, name="export")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # never break a file:field message
 
@@ -92,6 +95,69 @@ def topo_schema(
             raise typer.Exit(1)
     else:
         console.print(text, highlight=False, markup=False, end="")
+
+
+_START_HELP = ("boot command of every node, run as SCRIPT KIND NODE EXPERIMENT PROFILE; a "
+               "placeholder mcclab does not ship (docs/testbeds.md); --no-start leaves it out")
+
+
+def _export(write) -> None:  # noqa: ANN001
+    """Run an export writer; a refusal or a bad option exits 2 with nothing written."""
+    try:
+        paths = write()
+    except SpecError as exc:
+        err.print(f"[red]not exported[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except ValueError as exc:
+        err.print(f"[red]not exported[/red]: {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    for path in paths if isinstance(paths, list) else [paths]:
+        console.print(f"wrote {path}", highlight=False)
+
+
+@export_app.command("emulab")
+def export_emulab(
+    experiment: str = typer.Argument(..., help="experiment name (experiments/NAME.yaml) or file"),
+    profile: str = typer.Option("paper", help="quick or paper"),
+    out: Path | None = typer.Option(None, help="the NS file (default: EXPERIMENT.ns)"),
+    os_image: str = typer.Option("UBUNTU22-64-STD", "--os", help="Emulab OS image of every node"),
+    start: str = typer.Option("/usr/local/bin/mcclab-node-start", help=_START_HELP),
+    no_start: bool = typer.Option(False, "--no-start", help="no start commands"),
+) -> None:
+    """Write an Emulab NS file of the experiment's resolved topology."""
+    from mcclab.export.files import check_option, write_emulab
+
+    def write() -> Path:
+        script = None if no_start else check_option(start, "--start", path=True)
+        return write_emulab(experiment, profile, out, check_option(os_image, "--os"), script)
+
+    _export(write)
+
+
+@export_app.command("cloudlab")
+def export_cloudlab(
+    experiment: str = typer.Argument(..., help="experiment name (experiments/NAME.yaml) or file"),
+    profile: str = typer.Option("paper", help="quick or paper"),
+    out: Path | None = typer.Option(None, help="folder for profile.py and request.xml "
+                                    "(default: EXPERIMENT-cloudlab)"),
+    image: str = typer.Option("urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU22-64-STD",
+                              help="disk image URN of every node"),
+    node_type: str = typer.Option("rawpc", help="rawpc (bare metal) or xenvm"),
+    start: str = typer.Option("/usr/local/bin/mcclab-node-start", help=_START_HELP),
+    no_start: bool = typer.Option(False, "--no-start", help="no start commands"),
+) -> None:
+    """Write a CloudLab geni-lib profile and its request RSpec for the experiment."""
+    from mcclab.export.cloudlab import NODE_TYPES
+    from mcclab.export.files import check_option, write_cloudlab
+
+    def write() -> list[Path]:
+        if node_type not in NODE_TYPES:
+            raise ValueError(f"--node-type {node_type!r}: use one of {', '.join(NODE_TYPES)}")
+        script = None if no_start else check_option(start, "--start", path=True)
+        return write_cloudlab(experiment, profile, out, check_option(image, "--image"),
+                              node_type, script)
+
+    _export(write)
 
 
 @app.command()
@@ -189,6 +255,14 @@ def _bring_up(topo, timeout: float, wait: float):  # noqa: ANN001, ANN202
     return lab
 
 
+def _mark_killed(results: Path) -> None:
+    """Mark runs whose runner died without a word (SIGKILL) as killed, one line each."""
+    from mcclab.experiment.record import mark_killed_runs
+
+    for folder in mark_killed_runs(results.resolve()):
+        err.print(f"marked killed (its runner is gone): {folder}", highlight=False)
+
+
 @app.command()
 def run(
     experiment: str = typer.Argument(..., help="experiment name (experiments/NAME.yaml) or file"),
@@ -205,6 +279,7 @@ def run(
     from mcclab.experiment.runner import RunOptions, execute
     from mcclab.lab import PreflightError
 
+    _mark_killed(results)
     try:
         resolved = resolve(experiment, profile, set_)
     except SpecError as exc:
@@ -226,14 +301,18 @@ def run(
                                                    live=live, announce=console.print,
                                                    lock_timeout=wait, fork=fork))
         except PreflightError as exc:
-            err.print(f"[red]{exc}[/red]", highlight=False)
+            # Refused before anything was created: no results folder was left.
+            err.print(f"[red]{exc}[/red]\nno run was started", highlight=False)
             raise typer.Exit(1) from None
     record = json.loads((run_dir / "run.json").read_text())
     colour = {"complete": "green", "interrupted": "yellow"}.get(record["status"], "red")
-    console.print(f"[{colour}]{record['status']}[/{colour}]: {run_dir}")
+    where = f" (in {record['interrupted_phase']})" if record.get("interrupted_phase") else ""
+    console.print(f"[{colour}]{record['status']}[/{colour}]{where}: {run_dir}")
     report = run_dir / "report.html"
     if report.exists():
         console.print(f"report: {report}")
+    else:
+        console.print(f"no report yet: build it with 'mcclab report {run_dir}'")
     overloaded = warning_in(run_dir / "summary.json")
     if overloaded:
         err.print(f"[red]warning:[/red] {overloaded}", highlight=False)
@@ -254,6 +333,7 @@ def sweep(
     from mcclab.experiment.runner import RunOptions
     from mcclab.experiment.sweep import SweepOptions, run_sweep
 
+    _mark_killed(results)
     with _progress_bar() as bar:
         steps = _StepProgress(bar)
         overall = bar.add_task("sweep", total=None)
@@ -374,14 +454,44 @@ def check(
 
 
 @app.command()
-def clean() -> None:
-    """Remove every namespace, interface, process and directory mcclab created."""
-    from mcclab.state import clean_everything, leftovers
+def clean(
+    all_labs: bool = typer.Option(False, "--all", help="also remove labs in use (their owner "
+                                  "is stopped); asks first unless --yes"),
+    yes: bool = typer.Option(False, "--yes", help="do not ask before --all removes labs in use"),
+    results: Path = typer.Option(Path("results"), help="results folder whose runs that still "
+                                 "say running, with their runner gone, are marked killed"),
+) -> None:
+    """Remove what crashed labs left (namespaces, interfaces, processes, cgroups, directories).
 
-    counts = clean_everything()
-    rest = leftovers()
-    console.print(f"removed {counts['labs']} lab(s), swept {counts['netns']} stray namespace(s) "
-                  f"and {counts['interfaces']} stray interface(s)")
+    A lab whose owner still runs is in use and is left alone unless --all is given. Runs
+    whose runner was killed outright are marked killed in their run.json.
+    """
+    from mcclab.lab import holders, live_labs
+    from mcclab.state import clean as clean_labs
+    from mcclab.state import still_present
+
+    if all_labs and not yes:
+        live = live_labs()
+        if not sys.stdin.isatty():
+            err.print("'mcclab clean --all' also removes labs in use"
+                      + (f" ({holders(live)})" if live else "")
+                      + ": there is no terminal to confirm on, so nothing was removed; "
+                      "add --yes to go ahead", highlight=False)
+            raise typer.Exit(2)
+        what = f"labs in use too: {holders(live)}" if live else "labs in use too (none now)"
+        typer.confirm(f"Remove every mcclab lab, {what}?", abort=True)
+    plan = clean_labs(everything=all_labs)
+    _mark_killed(results)
+    for state in plan.remove:
+        how = "in use, stopped" if state.lab_id in plan.stopped else "dead"
+        console.print(f"removed lab {state.lab_id} (owner pid {state.owner_pid}, {how})",
+                      highlight=False)
+    for state in plan.keep:
+        console.print(f"left lab {state.lab_id} alone: its owner pid {state.owner_pid} is "
+                      "alive ('mcclab clean --all' removes it)", highlight=False)
+    console.print(f"removed {len(plan.remove)} lab(s), swept {len(plan.stray_netns)} stray "
+                  f"namespace(s) and {len(plan.stray_ifaces)} stray interface(s)")
+    rest = still_present(plan)
     if rest["netns"] or rest["interfaces"]:
         err.print(f"[red]still present:[/red] {rest}")
         raise typer.Exit(1)

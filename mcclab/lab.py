@@ -3,10 +3,13 @@
 Everything is checked before anything is created (preflight), every resource
 is recorded before it is created (``state``), and teardown uses the same code
 path as crash cleanup, so the crash path is exercised on every normal run.
+While the lab is up its owner runs inside the lab's cgroup (``mcclab.cgroup``),
+so every process it starts is inside too, from its fork on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -17,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcclab import cgroup
 from mcclab.commands import Cmd
 from mcclab.execute import Runner
 from mcclab.features import KernelFeatures, probe
@@ -35,6 +39,7 @@ from mcclab.state import (
     LabState,
     TrackedProcess,
     all_states,
+    command_line,
     destroy,
     leftovers,
 )
@@ -119,17 +124,37 @@ def preflight(topo: Topology, features: KernelFeatures) -> list[str]:
     for net in _root_networks():
         if net.overlaps(control):
             problems.append(f"addressing.control {control} overlaps the host's route {net}")
-    rest = leftovers()
-    if rest["netns"] or rest["interfaces"]:
-        problems.append("another mcclab lab is up or was not cleaned "
-                        f"({len(rest['netns'])} namespaces, {len(rest['interfaces'])} "
-                        "interfaces): run 'mcclab clean'")
+    problem = leftover_problem(leftovers(), live_labs())
+    if problem:
+        problems.append(problem)
     return problems
 
 
-def _labs_with_live_owner() -> list[str]:
-    """Recorded labs whose owning process still runs (a lab in use, not a crash leftover)."""
-    return [s.lab_id for s in all_states() if Path(f"/proc/{s.owner_pid}").exists()]
+def live_labs() -> list[LabState]:
+    """Recorded labs whose owner still runs (labs in use, not crash leftovers)."""
+    return [s for s in all_states() if s.owner_alive()]
+
+
+def holders(live: list[LabState]) -> str:
+    """Who holds the labs in use, for messages: lab id, owner pid and its command."""
+    return "; ".join(f"lab {s.lab_id} held by pid {s.owner_pid}"
+                     + (f" ({cmdline[:80]})" if (cmdline := command_line(s.owner_pid)) else "")
+                     for s in live)
+
+
+def leftover_problem(rest: dict[str, list[str]], live: list[LabState]) -> str | None:
+    """Why mcclab namespaces or interfaces present now (``rest``) stop a new lab, or None.
+
+    When a lab in use owns them the remedy is to wait for or stop its owner, not
+    `mcclab clean`, which leaves a lab in use alone.
+    """
+    if not (rest["netns"] or rest["interfaces"]):
+        return None
+    counts = f"{len(rest['netns'])} namespaces, {len(rest['interfaces'])} interfaces"
+    if live:
+        return (f"another mcclab lab is up ({counts}): {holders(live)}; wait for it "
+                "(--wait SECONDS) or stop its owner")
+    return f"a crashed mcclab lab was not cleaned up ({counts}): run 'mcclab clean'"
 
 
 class Lab:
@@ -148,6 +173,7 @@ class Lab:
         self.backend: MininetBackend | None = None
         self.links: LinkEmulation | None = None
         self._lock_holder: LabLock | None = None
+        self._home_cgroup: Path | None = None  # the owner's cgroup before the lab's
 
     @property
     def mininet(self):  # noqa: ANN201 - mininet has no type hints
@@ -164,10 +190,12 @@ class Lab:
         named by node, so one lab at a time (see ``mcclab.lablock``)."""
         self._lock_holder = LabLock(STATE_ROOT / LOCK_NAME, STATE_ROOT / QUEUE_NAME)
         if not self._lock_holder.acquire(self.options.lock_timeout,
-                                         ready=lambda: not _labs_with_live_owner()):
+                                         ready=lambda: not live_labs()):
             self._lock_holder = None
+            live = holders(live_labs())
             raise PreflightError("cannot start the lab: another mcclab lab is being "
-                                 "built or is up on this machine")
+                                 "built or is up on this machine"
+                                 + (f" ({live})" if live else ""))
 
     def _unlock(self) -> None:
         """Release the lab lock."""
@@ -190,6 +218,7 @@ class Lab:
             raise PreflightError("cannot start the lab:\n  - " + "\n  - ".join(problems))
         self.state.save()
         try:
+            self._enter_cgroup()
             self._build(progress)
             self.links = start_links(self, progress)
             self.routers = RouterSet(self.topo, self.plan, self.state, self.runner)
@@ -201,6 +230,38 @@ class Lab:
         self.state.status = "up"
         self.state.save()
         return self
+
+    def _enter_cgroup(self) -> None:
+        """Move this process into the lab's own cgroup, so everything it starts from now
+        on is inside (recorded before it is created); no cgroup means the state file alone."""
+        root = cgroup.find_root()
+        if root is None:
+            return
+        path = cgroup.lab_dir(root, self.state.lab_id)
+        self.state.set_cgroup(path)
+        home = cgroup.current(os.getpid(), root)
+        if home is None or not cgroup.create(path):
+            cgroup.remove(path)
+            self.state.set_cgroup(None)
+            return
+        try:
+            cgroup.move(os.getpid(), path)
+        except OSError:
+            # Refused (say, a cgroup with controllers that forbid it): the state file alone.
+            cgroup.remove(path)
+            self.state.set_cgroup(None)
+            return
+        self._home_cgroup = home
+
+    def _leave_cgroup(self) -> None:
+        """Move this process back where it was, so the lab's cgroup kill spares it.
+
+        Should its old cgroup be gone, ``cgroup.kill`` moves it to the root instead.
+        """
+        home, self._home_cgroup = self._home_cgroup, None
+        if home is not None:
+            with contextlib.suppress(OSError):
+                cgroup.move(os.getpid(), home)
 
     def _build(self, progress: Progress) -> None:
         """Nodes, links, control network, addresses and routes."""
@@ -240,6 +301,7 @@ class Lab:
     def down(self) -> None:
         """Tear everything down (the same path `mcclab clean` takes after a crash)."""
         try:
+            self._leave_cgroup()
             destroy(self.state)
         finally:
             if self.backend is not None:

@@ -11,7 +11,11 @@ from mcclab.state import LabState, TrackedProcess, kill_group
 
 
 def spawn(state: LabState, command: Cmd, log: Path, what: str) -> TrackedProcess:
-    """Start ``command`` in a new session (so its pgid is its pid) and record it."""
+    """Start ``command`` in a new session (so its pgid is its pid) and record it.
+
+    Its pid is known only once Popen returns; until it is recorded, the lab's
+    cgroup (which the child joined at its fork) is what `mcclab clean` finds it by.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         proc = subprocess.Popen(

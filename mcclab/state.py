@@ -2,9 +2,14 @@
 
 Each resource is written to ``/run/mcclab/<lab>/state.json`` *before* it is
 created. A runner killed at any point therefore leaves a record that names
-every namespace, root-namespace interface, process group and directory it may
-have made. Processes are identified by pid plus kernel start time, so a
-recycled pid is never killed by mistake.
+every namespace, root-namespace interface, process group, directory and
+cgroup it may have made. A process's pid is recorded only once it is started;
+the lab's cgroup (``mcclab.cgroup``) holds it from its fork on, so one killed
+in between is still found. Processes, the lab's owner included, are identified
+by pid plus kernel start time, so a recycled pid is never mistaken for them.
+
+`mcclab clean` removes the labs whose owner is dead (crash leftovers) and
+leaves the ones in use alone, unless told to remove everything.
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from mcclab import cgroup
 
 STATE_ROOT = Path("/run/mcclab")
 NETNS_PREFIX = "mcl-"
@@ -44,6 +52,28 @@ def proc_start_time(pid: int) -> int | None:
     return None if fields is None else int(fields[19])
 
 
+def same_process(fields: list[str] | None, start_time: int | None) -> bool:
+    """Whether stat ``fields`` (see :func:`proc_stat_fields`) show a running process
+    that started at ``start_time``.
+
+    No such pid, a zombie, or a different start time (the pid was recycled) is
+    not the same process. ``start_time`` None (a record written before start
+    times were kept) trusts the pid alone.
+    """
+    if fields is None or fields[0] in ("Z", "X"):
+        return False
+    return start_time is None or int(fields[19]) == start_time
+
+
+def command_line(pid: int) -> str:
+    """A process's command line, for messages ('' if it is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
 @dataclass
 class TrackedProcess:
     """A process group leader this lab started."""
@@ -62,9 +92,7 @@ class TrackedProcess:
         dead child lingers as 'Z' until :func:`kill_groups` does, and a tool forked
         by the fork server is the server's child, which only the server can reap.
         """
-        fields = proc_stat_fields(self.pid)
-        return (fields is not None and int(fields[19]) == self.start_time
-                and fields[0] not in ("Z", "X"))
+        return same_process(proc_stat_fields(self.pid), self.start_time)
 
 
 @dataclass
@@ -74,10 +102,14 @@ class LabState:
     lab_id: str
     created: float = field(default_factory=time.time)
     owner_pid: int = field(default_factory=os.getpid)
+    # With the pid, tells the owner from a later process that got its pid.
+    owner_start: int | None = field(default_factory=lambda: proc_start_time(os.getpid()))
     netns: list[str] = field(default_factory=list)
     root_ifaces: list[str] = field(default_factory=list)
     processes: list[TrackedProcess] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)
+    # The lab's cgroup v2 directory (None: no cgroup, the state file alone).
+    cgroup: str | None = None
     status: str = "creating"
 
     @property
@@ -94,10 +126,25 @@ class LabState:
 
     @classmethod
     def load(cls, path: Path) -> LabState:
-        """Read a state directory back."""
+        """Read a state directory back (older records lack the newer fields)."""
         data = json.loads((path / "state.json").read_text())
         data["processes"] = [TrackedProcess(**p) for p in data.get("processes", [])]
+        # The defaults describe *this* process, not the record's owner: a record
+        # without an owner names none (pid 0 never runs), one without its start
+        # time is judged by pid alone.
+        data.setdefault("owner_pid", 0)
+        data.setdefault("owner_start", None)
         return cls(**data)
+
+    def owner_alive(self) -> bool:
+        """Whether the process that built this lab still runs (the lab is in use)."""
+        return self.owner_pid > 0 and same_process(proc_stat_fields(self.owner_pid),
+                                                   self.owner_start)
+
+    def set_cgroup(self, path: Path | None) -> None:
+        """Record the lab's cgroup (before it is created), or that it has none."""
+        self.cgroup = None if path is None else str(path)
+        self.save()
 
     def add_netns(self, name: str) -> None:
         """Record a namespace about to be created."""
@@ -169,17 +216,30 @@ def _quiet(*argv: str) -> None:
     subprocess.run(list(argv), capture_output=True, check=False)
 
 
+def _remove_netns(name: str) -> None:
+    """Kill whatever still runs in a named namespace, then delete it.
+
+    Anything left inside (a daemon that escaped its group, a Mininet shell) is
+    found by namespace membership, not by name.
+    """
+    for pid in _netns_pids(name):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _reap(pid)
+    _quiet("ip", "netns", "del", name)
+
+
 def destroy(state: LabState) -> None:
-    """Undo everything recorded in ``state``: processes, namespaces, interfaces, dirs."""
+    """Undo everything recorded in ``state``: processes, cgroup, namespaces, interfaces, dirs.
+
+    The recorded process groups get their stop signal first (daemons flush their
+    logs); the cgroup's kill then ends whatever is left, recorded or not.
+    """
     kill_groups(list(reversed(state.processes)))
+    if state.cgroup:
+        cgroup.kill(Path(state.cgroup))
     for ns in state.netns:
-        # Anything left inside (a daemon that escaped its group, a Mininet shell)
-        # is found by namespace membership, not by name.
-        for pid in _netns_pids(ns):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            _reap(pid)
-        _quiet("ip", "netns", "del", ns)
+        _remove_netns(ns)
     for iface in state.root_ifaces:
         _quiet("ip", "link", "del", iface)
     for d in state.dirs:
@@ -216,17 +276,94 @@ def leftovers() -> dict[str, list[str]]:
     return {"netns": netns, "interfaces": ifaces}
 
 
-def clean_everything() -> dict[str, int]:
-    """Destroy every recorded lab, then sweep any leftover mcclab namespace or interface."""
-    counts = {"labs": 0, "netns": 0, "interfaces": 0}
-    for state in all_states():
+def lab_cgroups() -> list[str]:
+    """The lab cgroups that exist now (``<cgroup2>/mcclab/*``)."""
+    root = cgroup.find_root()
+    parent = root / cgroup.PARENT if root is not None else None
+    if parent is None or not parent.is_dir():
+        return []
+    return sorted(str(p) for p in parent.iterdir() if p.is_dir())
+
+
+@dataclass
+class CleanPlan:
+    """What `mcclab clean` removes and what it leaves alone."""
+
+    remove: list[LabState]
+    keep: list[LabState]  # labs in use: their owner is alive
+    stray_netns: list[str]  # mcclab namespaces no lab record names
+    stray_ifaces: list[str]
+    stray_cgroups: list[str]
+    stopped: list[str] = field(default_factory=list)  # labs whose live owner was stopped
+
+
+def plan_clean(states: list[LabState], present: dict[str, list[str]],
+               owner_alive: Callable[[LabState], bool], everything: bool = False) -> CleanPlan:
+    """Choose what to remove: the labs whose owner is dead (all labs if ``everything``),
+    and every mcclab namespace, root interface or lab cgroup that no lab record names.
+
+    ``present`` is :func:`leftovers` plus a ``cgroups`` list (:func:`lab_cgroups`),
+    taken *before* ``states`` were read: a lab records a resource before it makes
+    it, so anything present then that no record names is not a live lab's.
+    """
+    keep = [] if everything else [s for s in states if owner_alive(s)]
+    kept = {id(s) for s in keep}
+    remove = [s for s in states if id(s) not in kept]
+    netns = {n for s in states for n in s.netns}
+    ifaces = {i for s in states for i in s.root_ifaces}
+    cgroups = {s.cgroup for s in states if s.cgroup}
+    return CleanPlan(remove=remove, keep=keep,
+                     stray_netns=[n for n in present.get("netns", []) if n not in netns],
+                     stray_ifaces=[i for i in present.get("interfaces", []) if i not in ifaces],
+                     stray_cgroups=[c for c in present.get("cgroups", []) if c not in cgroups])
+
+
+def stop_owner(state: LabState, timeout: float = 30.0) -> bool:
+    """Ask a live lab's owner to tear its lab down (SIGTERM) and wait for it to exit.
+
+    True if it exited in time. A lab owner treats SIGTERM like Ctrl-C; one that
+    does not exit is left to the lab's cgroup kill, which ends it too if it is
+    still inside.
+    """
+    if not state.owner_alive():
+        return True
+    if state.owner_pid == os.getpid():
+        return False  # a lab of this very process: its cgroup kill spares us
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(state.owner_pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while state.owner_alive() and time.monotonic() < deadline:
+        _reap(state.owner_pid)
+        time.sleep(0.1)
+    return not state.owner_alive()
+
+
+def clean(everything: bool = False, owner_timeout: float = 30.0) -> CleanPlan:
+    """Carry out :func:`plan_clean` on this machine and return the plan carried out.
+
+    A lab in use is removed only with ``everything``: its owner is first asked
+    to stop (:func:`stop_owner`), then whatever it left is destroyed.
+    """
+    present: dict[str, list[str]] = {**leftovers(), "cgroups": lab_cgroups()}
+    plan = plan_clean(all_states(), present, LabState.owner_alive, everything)
+    for state in plan.remove:
+        if state.owner_alive():
+            plan.stopped.append(state.lab_id)
+            stop_owner(state, owner_timeout)
         destroy(state)
-        counts["labs"] += 1
-    rest = leftovers()
-    for ns in rest["netns"]:
-        destroy(LabState(lab_id=f"sweep-{ns}", netns=[ns]))
-        counts["netns"] += 1
-    for iface in rest["interfaces"]:
+    for ns in plan.stray_netns:
+        _remove_netns(ns)
+    for iface in plan.stray_ifaces:
         _quiet("ip", "link", "del", iface)
-        counts["interfaces"] += 1
-    return counts
+    for path in plan.stray_cgroups:
+        cgroup.kill(Path(path))
+    return plan
+
+
+def still_present(plan: CleanPlan) -> dict[str, list[str]]:
+    """mcclab namespaces and interfaces left after ``plan`` that no kept lab accounts for."""
+    netns = {n for s in plan.keep for n in s.netns}
+    ifaces = {i for s in plan.keep for i in s.root_ifaces}
+    rest = leftovers()
+    return {"netns": [n for n in rest["netns"] if n not in netns],
+            "interfaces": [i for i in rest["interfaces"] if i not in ifaces]}

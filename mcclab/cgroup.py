@@ -1,0 +1,164 @@
+"""A lab's own cgroup v2, so every process it starts can be found and killed, recorded or not.
+
+The lab's owner (the process that runs ``Lab.up``) moves itself into
+``<cgroup2 mount>/mcclab/<lab id>`` before it creates anything. A child is in
+its parent's cgroup from the moment it is forked, so every descendant (Mininet
+shells, routers, link emulators, the fork server and its tools, exporters,
+iperf3) is inside, even one forked in the instant before its pid reaches the
+lab's state file, and even a daemon that double-forks into a new session.
+Writing ``1`` to ``cgroup.kill`` (Linux 5.14+) SIGKILLs all of them at once.
+At teardown the owner moves back to its own cgroup first, so the kill spares it.
+
+Where there is no cgroup2 mount, or no ``cgroup.kill``, or the hierarchy is not
+writable (an unprivileged container), :func:`create` says so and the lab falls
+back to its state file alone.
+
+Pure helpers parse ``/proc`` text; the thin I/O layer below them takes the
+cgroup root as a parameter, so tests can point it at a folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from pathlib import Path
+
+PARENT = "mcclab"  # every lab's cgroup is a child of <root>/mcclab
+MOUNTS = Path("/proc/mounts")
+
+
+# --- pure helpers ---------------------------------------------------------------------------
+
+def _unescape(field: str) -> str:
+    """A /proc/mounts field with its octal escapes (``\\040`` for a space) decoded."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def cgroup2_mount(mounts: str) -> Path | None:
+    """The first cgroup2 mount point in ``/proc/mounts`` text, or None if there is none.
+
+    On a pure cgroup v2 system it is /sys/fs/cgroup; in hybrid mode (v1
+    controllers plus the v2 tree) it is usually /sys/fs/cgroup/unified.
+    """
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[2] == "cgroup2":
+            return Path(_unescape(fields[1]))
+    return None
+
+
+def v2_path(proc_cgroup: str) -> str | None:
+    """A process's cgroup v2 path (``/user.slice/...``) from its ``/proc/PID/cgroup`` text.
+
+    The v2 line is ``0::PATH``; v1 lines carry a hierarchy number and controllers.
+    """
+    for line in proc_cgroup.splitlines():
+        if line.startswith("0::"):
+            return line[3:].strip() or "/"
+    return None
+
+
+def lab_dir(root: Path, lab_id: str) -> Path:
+    """Where the cgroup of lab ``lab_id`` lives under the cgroup2 mount ``root``."""
+    if not lab_id or "/" in lab_id or lab_id in (".", ".."):
+        raise ValueError(f"lab id {lab_id!r} cannot name a cgroup")
+    return root / PARENT / lab_id
+
+
+def under(root: Path, path: str) -> Path:
+    """The directory of cgroup ``path`` (as /proc/PID/cgroup names it) under ``root``."""
+    return root / path.lstrip("/")
+
+
+def parse_procs(text: str) -> list[int]:
+    """The pids listed in a ``cgroup.procs`` file."""
+    return [int(word) for word in text.split()]
+
+
+# --- I/O ------------------------------------------------------------------------------------
+
+def find_root(mounts: Path = MOUNTS) -> Path | None:
+    """This machine's cgroup2 mount point, or None without one."""
+    try:
+        return cgroup2_mount(mounts.read_text())
+    except OSError:
+        return None
+
+
+def create(path: Path) -> bool:
+    """Make the cgroup ``path``; True if it exists now and has ``cgroup.kill``.
+
+    False means no usable cgroup (not writable, or a kernel before 5.14): the
+    caller falls back to its state file, and nothing is left behind.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    if (path / "cgroup.kill").exists():
+        return True
+    with contextlib.suppress(OSError):
+        path.rmdir()
+    return False
+
+
+def current(pid: int, root: Path) -> Path | None:
+    """The directory of the cgroup v2 that ``pid`` is in, or None if unknown."""
+    try:
+        path = v2_path(Path(f"/proc/{pid}/cgroup").read_text())
+    except OSError:
+        return None
+    return None if path is None else under(root, path)
+
+
+def move(pid: int, path: Path) -> None:
+    """Move process ``pid`` (all its threads) into cgroup ``path``; raises OSError if refused."""
+    (path / "cgroup.procs").write_text(f"{pid}\n")
+
+
+def members(path: Path) -> list[int]:
+    """Pids in cgroup ``path`` and its descendants (none if it does not exist)."""
+    pids: list[int] = []
+    if not path.is_dir():
+        return pids
+    for folder, _dirs, files in os.walk(path):
+        if "cgroup.procs" in files:
+            with contextlib.suppress(OSError):
+                pids += parse_procs((Path(folder) / "cgroup.procs").read_text())
+    return pids
+
+
+def remove(path: Path) -> bool:
+    """rmdir cgroup ``path`` and any child cgroup, deepest first; True if it is gone."""
+    if not path.is_dir():
+        return True
+    for folder, _dirs, _files in os.walk(path, topdown=False):
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+    return not path.exists()
+
+
+def kill(path: Path, timeout: float = 5.0) -> bool:
+    """SIGKILL every process in cgroup ``path``, wait until it is empty, remove it.
+
+    True when the cgroup is gone (or never existed). A process exits the cgroup
+    as it dies, before it is reaped, so an unreaped child does not hold it.
+    Our own process is moved to the root first if it is inside (a `mcclab clean`
+    started from within a lab must not kill itself).
+    """
+    if not path.is_dir():
+        return True
+    me = os.getpid()
+    if me in members(path):
+        root = find_root()
+        if root is not None:
+            with contextlib.suppress(OSError):
+                move(me, root)
+    with contextlib.suppress(OSError):
+        (path / "cgroup.kill").write_text("1\n")
+    deadline = time.monotonic() + timeout
+    while members(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return remove(path)

@@ -1,0 +1,207 @@
+"""A lab's cgroup: /proc parsing, the I/O layer on a fake root, and the real cgroup2 tree."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mcclab import cgroup
+from mcclab.state import proc_stat_fields
+
+HYBRID = """\
+tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0
+cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0
+cgroup /sys/fs/cgroup/systemd cgroup rw,relatime,name=systemd 0 0
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
+"""
+PURE_V2 = """\
+sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0
+cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0
+"""
+
+
+def test_the_cgroup2_mount_is_found_in_hybrid_and_pure_v2_layouts():
+    assert cgroup.cgroup2_mount(HYBRID) == Path("/sys/fs/cgroup/unified")
+    assert cgroup.cgroup2_mount(PURE_V2) == Path("/sys/fs/cgroup")
+    v1_only = "\n".join(line for line in HYBRID.splitlines() if "cgroup2" not in line)
+    assert cgroup.cgroup2_mount(v1_only) is None
+    # /proc/mounts escapes a space as \040
+    assert cgroup.cgroup2_mount("none /mnt/my\\040cg cgroup2 rw 0 0\n") == Path("/mnt/my cg")
+
+
+def test_a_process_cgroup_v2_path_is_its_0_colon_colon_line():
+    assert cgroup.v2_path("4:memory:/x\n1:cpu:/\n0::/user.slice/session-3.scope\n") == \
+        "/user.slice/session-3.scope"
+    assert cgroup.v2_path("0::/\n") == "/"
+    assert cgroup.v2_path("4:memory:/x\n1:cpu:/\n") is None  # v1 only
+
+
+def test_lab_cgroups_live_under_one_parent_and_ids_cannot_escape_it():
+    root = Path("/sys/fs/cgroup")
+    assert cgroup.lab_dir(root, "chain3-20260101-120000") == \
+        Path("/sys/fs/cgroup/mcclab/chain3-20260101-120000")
+    for bad in ("", ".", "..", "a/b"):
+        with pytest.raises(ValueError):
+            cgroup.lab_dir(root, bad)
+    assert cgroup.under(root, "/user.slice/x") == Path("/sys/fs/cgroup/user.slice/x")
+    assert cgroup.under(root, "/") == root
+    assert cgroup.parse_procs("12\n345\n") == [12, 345]
+    assert cgroup.parse_procs("") == []
+
+
+def test_find_root_reads_the_mounts_file(tmp_path):
+    mounts = tmp_path / "mounts"
+    mounts.write_text(PURE_V2)
+    assert cgroup.find_root(mounts) == Path("/sys/fs/cgroup")
+    assert cgroup.find_root(tmp_path / "missing") is None
+
+
+def test_create_refuses_a_hierarchy_without_cgroup_kill_and_leaves_nothing(tmp_path):
+    # A plain folder behaves like a kernel before 5.14: the new cgroup has no cgroup.kill.
+    path = tmp_path / "mcclab" / "lab1"
+    assert cgroup.create(path) is False
+    assert not path.exists()
+
+
+def test_create_accepts_a_cgroup_with_cgroup_kill(tmp_path):
+    path = tmp_path / "mcclab" / "lab1"
+    path.mkdir(parents=True)
+    (path / "cgroup.kill").write_text("")
+    assert cgroup.create(path) is True
+
+
+def test_create_says_no_where_the_hierarchy_is_not_writable(tmp_path):
+    (tmp_path / "mcclab").write_text("a file where the parent cgroup should be")
+    assert cgroup.create(tmp_path / "mcclab" / "lab1") is False
+
+
+def fake_cgroup(path: Path, pids: list[int]) -> Path:
+    """A folder that looks like a cgroup holding ``pids``."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "cgroup.procs").write_text("".join(f"{p}\n" for p in pids))
+    (path / "cgroup.kill").write_text("")
+    return path
+
+
+def test_members_counts_child_cgroups_and_a_missing_cgroup_has_none(tmp_path):
+    lab = fake_cgroup(tmp_path / "lab", [10, 11])
+    fake_cgroup(lab / "sub", [12])
+    assert sorted(cgroup.members(lab)) == [10, 11, 12]
+    assert cgroup.members(tmp_path / "missing") == []
+
+
+def test_move_writes_the_pid_to_cgroup_procs(tmp_path):
+    lab = fake_cgroup(tmp_path / "lab", [])
+    cgroup.move(4242, lab)
+    assert (lab / "cgroup.procs").read_text() == "4242\n"
+
+
+def test_kill_writes_cgroup_kill_and_waits_for_the_cgroup_to_empty(tmp_path):
+    lab = fake_cgroup(tmp_path / "lab", [999999])
+
+    def kernel() -> None:  # the kernel empties cgroup.procs as the processes die
+        time.sleep(0.3)
+        (lab / "cgroup.procs").write_text("")
+
+    threading.Thread(target=kernel).start()
+    start = time.monotonic()
+    # A folder with files cannot be rmdir'd, unlike a real cgroup: kill says it is not gone.
+    assert cgroup.kill(lab, timeout=5.0) is False
+    assert time.monotonic() - start >= 0.3
+    assert (lab / "cgroup.kill").read_text() == "1\n"
+
+
+def test_kill_of_a_cgroup_that_is_gone_succeeds(tmp_path):
+    assert cgroup.kill(tmp_path / "never-made") is True
+
+
+def test_remove_takes_child_cgroups_first(tmp_path):
+    (tmp_path / "lab" / "sub" / "subsub").mkdir(parents=True)
+    assert cgroup.remove(tmp_path / "lab") is True
+    assert not (tmp_path / "lab").exists()
+
+
+# --- the machine's own cgroup2 tree ---------------------------------------------------------
+
+ROOT = cgroup.find_root()
+
+
+def _usable() -> str | None:
+    """Why the real-cgroup test cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root to create cgroups"
+    if ROOT is None:
+        return "no cgroup2 mount"
+    probe = ROOT / cgroup.PARENT / f"probe-{os.getpid()}"
+    ok = cgroup.create(probe)
+    cgroup.remove(probe)
+    return None if ok else "cgroup2 has no cgroup.kill (Linux < 5.14) or is read-only"
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie counts as gone)."""
+    fields = proc_stat_fields(pid)
+    return fields is None or fields[0] in ("Z", "X")
+
+
+@pytest.mark.skipif(_usable() is not None, reason=str(_usable()))
+def test_a_daemon_forked_inside_the_cgroup_is_killed_and_its_owner_is_spared():
+    assert ROOT is not None
+    path = cgroup.lab_dir(ROOT, f"unit-{os.getpid()}")
+    home = cgroup.current(os.getpid(), ROOT)
+    assert home is not None and home.is_dir()
+    assert cgroup.create(path)
+    daemon = None
+    try:
+        # As Lab.up does: the owner moves in, so what it forks is inside from its fork.
+        cgroup.move(os.getpid(), path)
+        assert cgroup.current(os.getpid(), ROOT) == path
+        # A daemon that leaves its parent's session and is orphaned at once: nothing
+        # records its pid, and no process-group kill of ours would reach it.
+        script = ("import subprocess\n"
+                  "p = subprocess.Popen(['sleep', '300'], start_new_session=True,\n"
+                  "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                  "print(p.pid)\n")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             check=True, timeout=30)
+        daemon = int(out.stdout)
+        # As Lab.down does: the owner moves home before the kill.
+        cgroup.move(os.getpid(), home)
+        assert cgroup.members(path) == [daemon]
+        assert os.getsid(daemon) == daemon and not _gone(daemon)
+
+        assert cgroup.kill(path, timeout=5.0) is True
+        assert not path.exists()
+        deadline = time.monotonic() + 5.0
+        while not _gone(daemon) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _gone(daemon)
+        assert cgroup.current(os.getpid(), ROOT) == home
+    finally:
+        if cgroup.current(os.getpid(), ROOT) != home:
+            cgroup.move(os.getpid(), home)
+        if daemon is not None and not _gone(daemon):
+            os.kill(daemon, 9)
+        cgroup.kill(path, timeout=5.0)
+
+
+@pytest.mark.skipif(_usable() is not None, reason=str(_usable()))
+def test_killing_a_cgroup_from_inside_it_moves_the_killer_out_first():
+    assert ROOT is not None
+    path = cgroup.lab_dir(ROOT, f"unit-self-{os.getpid()}")
+    home = cgroup.current(os.getpid(), ROOT)
+    assert home is not None
+    assert cgroup.create(path)
+    try:
+        cgroup.move(os.getpid(), path)
+        assert cgroup.kill(path, timeout=5.0) is True  # we are still here to see it
+        assert not path.exists()
+    finally:
+        cgroup.move(os.getpid(), home)
+        cgroup.remove(path)
