@@ -74,6 +74,7 @@ from agents.runtime.registry import ProtocolSpec, protocols  # noqa: E402
 from agents.runtime.session import Session  # noqa: E402
 from agents.stair.config import Layout, StairExt  # noqa: E402
 from agents.stair.probe import HOLD, PROBE  # noqa: E402
+from mcclab.links.burst import internet_checksum  # noqa: E402
 
 HOST = "127.0.0.1"
 SESSION_ID = 0xF0221
@@ -319,21 +320,12 @@ def feedback_bad(g: Gen, role: str) -> tuple[bytes, str]:
 
 # --------------------------------------------------------------------------- odd peers
 
-def _checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    total = (total >> 16) + (total & 0xFFFF)
-    total += total >> 16
-    return ~total & 0xFFFF
-
-
 def forged(payload: bytes, src: str, sport: int, dst: str, dport: int) -> bytes:
     """An IPv4/UDP packet from ``src:sport`` (UDP checksum 0: none, allowed over IPv4)."""
     udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, socket.IPPROTO_UDP, 0,
                      socket.inet_aton(src), socket.inet_aton(dst))
-    return ip[:10] + struct.pack("!H", _checksum(ip)) + ip[12:] + udp
+    return ip[:10] + struct.pack("!H", internet_checksum(ip)) + ip[12:] + udp
 
 
 # (source address, source port, the runtime's verdict) of valid feedback from odd peers

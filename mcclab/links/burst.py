@@ -114,8 +114,8 @@ def _sleep_until(due: int, spin: int) -> None:
             time.sleep((left - spin) / 1e9)
 
 
-def _checksum(data: bytes) -> int:
-    """The Internet checksum."""
+def internet_checksum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071) of ``data``."""
     if len(data) % 2:
         data += b"\0"
     total = sum(struct.unpack(f"!{len(data) // 2}H", data))
@@ -155,7 +155,8 @@ def ping(args: argparse.Namespace) -> None:
         now = time.monotonic_ns()
         if i < args.count and now >= start + i * step:
             head = struct.pack("!BBHHH", 8, 0, 0, ident, i)
-            packet = struct.pack("!BBHHH", 8, 0, _checksum(head + payload), ident, i) + payload
+            check = internet_checksum(head + payload)
+            packet = struct.pack("!BBHHH", 8, 0, check, ident, i) + payload
             sent[i] = time.time_ns()
             sock.sendto(packet, (args.to, 0))
             i += 1
