@@ -69,6 +69,15 @@ def sample_process(pid: int) -> tuple[int, int] | None:
     return rss, fds
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a stopped flow lingers as a zombie until it is reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
 def tree_size(path: Path) -> int:
     """Bytes under ``path``."""
     total = 0
@@ -214,7 +223,7 @@ def main() -> int:
                 continue
             t_flows = time.monotonic()
         t = round(time.monotonic() - t_flows, 1)
-        if any(p["what"].startswith("flow") and sample_process(p["pid"]) is not None
+        if any(p["what"].startswith("flow") and running(p["pid"])
                for p in state.get("processes", [])):
             t_last_flows = t
         for pid, kind in [(runner.pid, "runner"), *procs]:
