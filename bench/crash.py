@@ -46,8 +46,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcclab.state import STATE_ROOT, proc_stat_fields, same_process
+
 REPO = Path(__file__).resolve().parent.parent
-STATE_ROOT = Path("/run/mcclab")
 POINTS = ("bring-up", "monitoring", "mid-run", "export", "teardown", "analysis")
 EXPERIMENT = "ormcc-smoke"
 SETTINGS = ("duration=20s", "warmup=5s")
@@ -97,12 +98,7 @@ class Watch:
 
 def _alive(proc: dict) -> bool:
     """Whether a recorded process (pid and start time) still runs."""
-    try:
-        stat = Path(f"/proc/{proc['pid']}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[19]) == proc.get("start_time") and fields[0] not in ("Z", "X")
+    return same_process(proc_stat_fields(proc["pid"]), proc.get("start_time"))
 
 
 def reached(point: str, watch: Watch, rng: random.Random, plan: dict) -> bool:
@@ -166,11 +162,10 @@ def leftovers(watch: Watch) -> list[str]:
         try:
             ino = os.stat(pid_dir / "ns" / "net").st_ino
             cmdline = (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            stat = (pid_dir / "stat").read_text()
         except OSError:
             continue
-        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-            continue
+        if not same_process(proc_stat_fields(int(pid_dir.name)), None):
+            continue  # gone, or a zombie
         if ino in inodes:
             found.append(f"process {pid_dir.name} in a lab namespace: {cmdline[:80]}")
         elif lab_dir in cmdline or run_dir in cmdline:

@@ -40,8 +40,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from mcclab.state import STATE_ROOT, proc_stat_fields, same_process
+
 REPO = Path(__file__).resolve().parent.parent
-STATE_ROOT = Path("/run/mcclab")
 LIMIT = 0.10
 
 
@@ -71,11 +72,7 @@ def sample_process(pid: int) -> tuple[int, int] | None:
 
 def running(pid: int) -> bool:
     """Whether ``pid`` runs (a stopped flow lingers as a zombie until it is reaped)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    return same_process(proc_stat_fields(pid), None)
 
 
 def tree_size(path: Path) -> int:
