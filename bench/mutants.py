@@ -4,16 +4,21 @@ behaviour tests, count the mutants they kill, and restore the file byte for byte
     python bench/mutants.py                 # every protocol
     python bench/mutants.py --protocol webrc
 
-A mutant is *killed* when the tests fail with it. Each file is saved before its first
-edit and written back after every mutant (and on any exit); the script checks the
-restored bytes against the saved copy.
+A mutant is *killed* when the tests fail with it. The mutants are applied to a copy
+of the checkout (its tracked files with their uncommitted edits) in a temporary
+folder, never to the checkout itself: a lab or test started meanwhile from the
+checkout must not run a mutated core. Each file of the copy is saved before its first
+edit and written back after every mutant; the script checks the restored bytes.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,34 +96,49 @@ MUTANTS = [
 ]
 
 
-def run_tests(tests: list[str]) -> bool:
-    """True when the tests pass."""
+def copy_tree(dest: Path) -> Path:
+    """The checkout's files (tracked, edited, and new unignored ones) copied into ``dest``."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def run_tests(tests: list[str], tree: Path) -> bool:
+    """True when the tests pass, importing the packages from ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                           *tests], cwd=ROOT, capture_output=True, text=True, check=False)
+                           *tests], cwd=tree, env=env, capture_output=True, text=True,
+                          check=False)
     return proc.returncode == 0
 
 
-def check(mutants: list[Mutant]) -> list[tuple[Mutant, bool]]:
-    """Apply each mutant alone, run its protocol's tests; (mutant, killed)."""
-    saved = {m.file: (ROOT / m.file).read_bytes() for m in mutants}
+def check(mutants: list[Mutant], tree: Path) -> list[tuple[Mutant, bool]]:
+    """Apply each mutant alone in ``tree``, run its protocol's tests; (mutant, killed)."""
+    saved = {m.file: (tree / m.file).read_bytes() for m in mutants}
     results = []
     try:
         for m in mutants:
-            path = ROOT / m.file
+            path = tree / m.file
             text = saved[m.file].decode()
             if text.count(m.old) != 1:
                 raise SystemExit(f"{m.file}: {m.what}: the edit does not match exactly once")
             path.write_text(text.replace(m.old, m.new))
             try:
-                killed = not run_tests(TESTS[m.protocol])
+                killed = not run_tests(TESTS[m.protocol], tree)
             finally:
                 path.write_bytes(saved[m.file])
             results.append((m, killed))
             print(f"{m.protocol:6} {'killed' if killed else 'SURVIVED':8} {m.what}", flush=True)
     finally:
         for file, data in saved.items():
-            (ROOT / file).write_bytes(data)
-            assert (ROOT / file).read_bytes() == data, file
+            (tree / file).write_bytes(data)
+            assert (tree / file).read_bytes() == data, file
     return results
 
 
@@ -128,10 +148,12 @@ def main() -> None:
     ap.add_argument("--protocol", choices=sorted(TESTS))
     args = ap.parse_args()
     mutants = [m for m in MUTANTS if args.protocol in (None, m.protocol)]
-    for protocol in sorted({m.protocol for m in mutants}):
-        if not run_tests(TESTS[protocol]):
-            raise SystemExit(f"{protocol}: the behaviour tests fail without any mutant")
-    results = check(mutants)
+    with tempfile.TemporaryDirectory(prefix="mcclab-mutants-") as tmp:
+        tree = copy_tree(Path(tmp))
+        for protocol in sorted({m.protocol for m in mutants}):
+            if not run_tests(TESTS[protocol], tree):
+                raise SystemExit(f"{protocol}: the behaviour tests fail without any mutant")
+        results = check(mutants, tree)
     print("\n| protocol | mutants | killed | survivors |\n| --- | --- | --- | --- |")
     for protocol in sorted({m.protocol for m, _ in results}):
         mine = [(m, k) for m, k in results if m.protocol == protocol]

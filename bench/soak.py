@@ -6,9 +6,10 @@ Starts `mcclab run` (by default ORMCC's Fig. 4 star at n = 24, the paper profile
 1000 s, 73 agents, 24 TCP flows) and, every ``--every`` seconds while it runs, reads
 from /proc, for the runner and for every process the lab recorded (routers, link
 emulators, exporter, Prometheus, fork server, agents, iperf3): resident memory
-(VmRSS) and open descriptors; and the size of the run's Prometheus database
-(``--storage.tsdb.path``, under /run, which is memory). Processes are grouped by kind
-(the first word of what the lab recorded, or the agent's role).
+(VmRSS, and its anonymous part) and open descriptors; and the bytes the run's
+Prometheus database takes (``--storage.tsdb.path``, under /run: tmpfs, so RAM).
+Processes are grouped by kind (the first word of what the lab recorded, or the
+agent's role).
 
 Growth is judged after the warm-up, while the flows run: for each kind, the median
 of the last five samples against the median of the first five after ``--settle``
@@ -16,6 +17,20 @@ seconds of flows. The run passes when no kind's RSS or descriptors grow by more 
 10 % (descriptors: and by more than two), and when no scrape was lost: in
 ``tables/metrics.csv.gz``, each series of an agent that ran the whole time has a
 sample for every scrape interval (a gap longer than 1.5 intervals counts as a loss).
+
+The run's Prometheus cuts its head into on-disk blocks every
+``mcclab.monitoring.prometheus.RUN_BLOCK``. To compare that with Prometheus's default
+(2-h blocks: the head keeps every sample of the run) in the same run, a **shadow**
+Prometheus (``--shadow``, on by default) starts as soon as the run's Prometheus is
+up: the same binary and scrape configuration (the run's ``prometheus.yml``),
+Prometheus's default storage flags, its own TSDB in a temporary directory under
+/run (tmpfs, like the run's), listening on another loopback port, in its own
+process group (and told to die with the soak). It is
+sampled like the others, as kind ``prometheus-shadow``, reported beside the run's
+and not judged; it is stopped by its pid and its directory removed at the end. If it
+cannot start, the soak goes on without it. It doubles the scrapes the agents answer.
+The scrapes made and failed during the flows are counted for both (from the ``up``
+series): losses both share come from outside Prometheus's storage.
 
 Writes ``soak.csv`` (every sample) and ``soak.json`` (the verdict) into the run
 folder, and prints a table, with each kind's largest RSS once the flows had stopped
@@ -29,9 +44,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import ctypes
 import gzip
 import json
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -40,10 +58,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from mcclab.monitoring import prometheus as prom
 from mcclab.state import STATE_ROOT, proc_stat_fields, same_process
 
 REPO = Path(__file__).resolve().parent.parent
 LIMIT = 0.10
+SHADOW = "prometheus-shadow"
 
 
 def kind_of(what: str) -> str:
@@ -58,16 +78,18 @@ def kind_of(what: str) -> str:
     return words[0] if words else "?"
 
 
-def sample_process(pid: int) -> tuple[int, int] | None:
-    """(RSS in kB, open descriptors) of a process, or None once it is gone."""
+def sample_process(pid: int) -> tuple[int, int, int] | None:
+    """(RSS in kB, open descriptors, anonymous RSS in kB) of a process, or None once
+    it is gone. RSS less the anonymous part is mapped files and shared memory (for
+    Prometheus: its TSDB files mapped from tmpfs)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
         fds = len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return None
-    rss = next((int(line.split()[1]) for line in status.splitlines()
-                if line.startswith("VmRSS:")), 0)
-    return rss, fds
+    fields = {line.split(":")[0]: line.split()[1] for line in status.splitlines()
+              if line.startswith(("VmRSS:", "RssAnon:"))}
+    return int(fields.get("VmRSS", 0)), fds, int(fields.get("RssAnon", 0))
 
 
 def running(pid: int) -> bool:
@@ -76,13 +98,96 @@ def running(pid: int) -> bool:
 
 
 def tree_size(path: Path) -> int:
-    """Bytes under ``path``."""
+    """Bytes allocated under ``path`` (on tmpfs: the memory its files take)."""
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
             with contextlib.suppress(OSError):
-                total += os.stat(os.path.join(root, name)).st_size
+                total += os.stat(os.path.join(root, name)).st_blocks * 512
     return total
+
+
+def prometheus_config(pid: int) -> Path | None:
+    """The --config.file of a Prometheus process."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for arg in argv:
+        if arg.startswith(b"--config.file="):
+            return Path(arg.split(b"=", 1)[1].decode())
+    return None
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the soak dies, so a killed soak leaves no shadow."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class Shadow:
+    """A second Prometheus with Prometheus's default blocks, on the run's scrape config."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.dir: Path | None = None
+        self.url = ""
+        self.error = ""
+
+    def start(self, config: Path) -> None:
+        """Start it on a copy of ``config``; on any failure note why and carry on."""
+        try:
+            self.dir = Path(tempfile.mkdtemp(prefix="mcclab-soak-shadow-", dir="/run"))
+            copy = self.dir / "prometheus.yml"
+            shutil.copyfile(config, copy)
+            listen = f"127.0.0.1:{prom.free_port('127.0.0.1', 0)}"
+            self.url = f"http://{listen}"
+            log = (self.dir / "prometheus.log").open("w")
+            self.proc = subprocess.Popen(
+                prom.argv(copy, self.dir / "data", listen, block=None),
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=_die_with_parent)
+            log.close()
+        except OSError as exc:
+            self.error = f"shadow Prometheus not started: {exc}"
+            self.stop()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def scrapes(self, start: float, end: float) -> tuple[int, int] | None:
+        """(scrapes made, scrapes failed) over [start, end] (Unix seconds), from its
+        ``up`` series; None if it cannot say."""
+        if not self.alive() or end <= start:
+            return None
+        window = f"{max(1, int(end - start))}s"
+        try:
+            made, good = (prom.api(self.url, "/api/v1/query",
+                                   {"query": f"sum({fn}(up[{window}]))",
+                                    "time": f"{end:.3f}"})["result"]
+                          for fn in ("count_over_time", "sum_over_time"))
+            made_n, good_n = (int(float(r[0]["value"][1])) if r else 0 for r in (made, good))
+        except (OSError, ValueError, KeyError, IndexError, RuntimeError):
+            return None
+        return made_n, made_n - good_n
+
+    def stop(self) -> None:
+        """End it by its pid (its own process group) and remove its directory."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self.proc is not None and self.proc.returncode not in (0, -signal.SIGTERM, None) \
+                and not self.error:
+            self.error = f"shadow Prometheus exited with {self.proc.returncode}"
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
 
 
 def tsdb_path(pid: int) -> Path | None:
@@ -174,6 +279,18 @@ def lost_scrapes(metrics_csv: Path, interval: float = 1.0) -> tuple[int, int]:
     return checked, gaps
 
 
+def up_counts(metrics_csv: Path, start: float, end: float) -> tuple[int, int]:
+    """(scrapes made, scrapes failed) over [start, end], from the ``up`` rows of the
+    run's metrics table (one row per scrape and target)."""
+    made = failed = 0
+    with gzip.open(metrics_csv, "rt") as handle:
+        for row in csv.DictReader(handle):
+            if row["metric"] == "up" and start <= float(row["time"]) <= end:
+                made += 1
+                failed += row["value"] != "1"
+    return made, failed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiment", default="ormcc-fig4-n24")
@@ -182,6 +299,9 @@ def main() -> int:
     parser.add_argument("--every", type=float, default=10.0)
     parser.add_argument("--settle", type=float, default=120.0,
                         help="seconds of flows before growth is measured")
+    parser.add_argument("--shadow", action=argparse.BooleanOptionalAction, default=True,
+                        help="run a second Prometheus with the default 2-h blocks beside "
+                             "the run's, for comparison")
     parser.add_argument("--results", type=Path, default=None)
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -195,8 +315,30 @@ def main() -> int:
     print("soak:", " ".join(argv[1:]), flush=True)
     runner = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
+    shadow = Shadow()
+    window = [0.0, 0.0]  # the flows' first and last second, Unix time
+    try:
+        rows, tsdb_rows, t_last_flows, run_dir = _watch(runner, results, args, shadow, window)
+        shadow_scrapes = shadow.scrapes(*window)
+    finally:
+        shadow.stop()
+    if shadow.error:
+        print(shadow.error, file=sys.stderr)
+    if run_dir is None:
+        print("the run left no folder", file=sys.stderr)
+        return 1
+    return _report(run_dir, rows, tsdb_rows, t_last_flows, args, shadow.error,
+                   (window[0], window[1], shadow_scrapes))
+
+
+def _watch(runner: subprocess.Popen, results: Path, args: argparse.Namespace, shadow: Shadow,
+           window: list[float]
+           ) -> tuple[list[dict], dict[str, list[tuple[float, int]]], float, Path | None]:
+    """Sample until the runner exits: rows, TSDB sizes per Prometheus kind, the last
+    second of flows and the run's folder; ``window`` gets the flows' first and last
+    sampled second (Unix time)."""
     rows: list[dict] = []
-    tsdb_rows: list[tuple[float, int]] = []
+    tsdb_rows: dict[str, list[tuple[float, int]]] = defaultdict(list)
     t_flows = None
     t_last_flows = 0.0
     run_dir = None
@@ -215,63 +357,113 @@ def main() -> int:
         except (OSError, ValueError):
             continue
         procs = [(p["pid"], kind_of(p["what"])) for p in state.get("processes", [])]
+        if args.shadow and shadow.proc is None and not shadow.error:
+            config = next((prometheus_config(pid) for pid, kind in procs
+                           if kind == "prometheus"), None)
+            if config is not None:
+                shadow.start(config)
+                print(f"  shadow Prometheus (2-h blocks): "
+                      f"{shadow.error or f'pid {shadow.proc.pid}'}", flush=True)
         if t_flows is None:
             if not any(p["what"].startswith("flow") for p in state.get("processes", [])):
                 continue
             t_flows = time.monotonic()
+            window[0] = time.time()
         t = round(time.monotonic() - t_flows, 1)
         if any(p["what"].startswith("flow") and running(p["pid"])
                for p in state.get("processes", [])):
             t_last_flows = t
+            window[1] = time.time()
+        if shadow.alive():
+            procs.append((shadow.proc.pid, SHADOW))
         for pid, kind in [(runner.pid, "runner"), *procs]:
             got = sample_process(pid)
             if got is not None:
-                rows.append({"t": t, "pid": pid, "kind": kind, "rss_kb": got[0], "fds": got[1]})
-            if kind == "prometheus":
+                rows.append({"t": t, "pid": pid, "kind": kind, "rss_kb": got[0],
+                             "fds": got[1], "anon_kb": got[2]})
+            if kind in ("prometheus", SHADOW):
                 path = tsdb_path(pid)
                 if path is not None:
-                    tsdb_rows.append((t, tree_size(path)))
+                    tsdb_rows[kind].append((t, tree_size(path)))
         if rows and int(t) % 60 < args.every:
-            total = sum(r["rss_kb"] for r in rows if r["t"] == t)
-            print(f"  t={t:6.0f} s  processes {sum(1 for r in rows if r['t'] == t):4d}  "
-                  f"RSS {total / 1024:7.1f} MiB  TSDB "
-                  f"{(tsdb_rows[-1][1] if tsdb_rows else 0) / 2**20:6.1f} MiB", flush=True)
-    if run_dir is None:
-        print("the run left no folder", file=sys.stderr)
-        return 1
+            now = [r for r in rows if r["t"] == t and r["kind"] != SHADOW]
+            sizes = "  ".join(f"{kind} TSDB {v[-1][1] / 2**20:6.1f} MiB"
+                              for kind, v in sorted(tsdb_rows.items()) if v)
+            print(f"  t={t:6.0f} s  processes {len(now):4d}  "
+                  f"RSS {sum(r['rss_kb'] for r in now) / 1024:7.1f} MiB  {sizes}", flush=True)
+    return rows, tsdb_rows, t_last_flows, run_dir
+
+
+def _report(run_dir: Path, rows: list[dict], tsdb_rows: dict[str, list[tuple[float, int]]],
+            t_last_flows: float, args: argparse.Namespace, shadow_error: str,
+            scrapes: tuple[float, float, tuple[int, int] | None]) -> int:
+    """Write soak.csv and soak.json, print the table; 0 when the run passes."""
     status = json.loads((run_dir / "run.json").read_text()).get("status")
     with (run_dir / "soak.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, ["t", "pid", "kind", "rss_kb", "fds"])
+        writer = csv.DictWriter(handle, ["t", "pid", "kind", "rss_kb", "fds", "anon_kb"])
         writer.writeheader()
         writer.writerows(rows)
     grown = growth(rows, args.settle, t_last_flows)
     export_peak = after_flows(rows, t_last_flows)
     metrics = run_dir / "tables" / "metrics.csv.gz"
     checked, gaps = lost_scrapes(metrics) if metrics.exists() else (0, -1)
-    worst = max((max(v["rss_growth"], fd_growth(v)) for v in grown.values()), default=0.0)
-    tsdb = {"at_settle": next((b for t, b in tsdb_rows if t >= args.settle), None),
-            "end": tsdb_rows[-1][1] if tsdb_rows else None}
+    # Scrapes made and failed during the flows, by the run's Prometheus and the shadow:
+    # where both lose the same, the cause is outside Prometheus's storage.
+    start, end, shadow_scrapes = scrapes
+    run_scrapes = up_counts(metrics, start, end) if metrics.exists() else None
+    # The shadow is a comparison, not part of the product: it is not judged.
+    worst = max((max(v["rss_growth"], fd_growth(v)) for kind, v in grown.items()
+                 if kind != SHADOW), default=0.0)
+    tsdb = {kind: {"at_settle": next((b for t, b in v if t >= args.settle), None),
+                   "end": next((b for t, b in reversed(v) if t <= t_last_flows), None),
+                   "max": max((b for _t, b in v), default=None)}
+            for kind, v in tsdb_rows.items()}
+    anon = {kind: {"at_settle": _median_at(rows, kind, "anon_kb", args.settle),
+                   "end": _median_at(rows, kind, "anon_kb", t_last_flows, before=True)}
+            for kind in ("prometheus", SHADOW)}
     verdict = {"run": str(run_dir), "status": status, "kinds": grown, "tsdb_bytes": tsdb,
+               "prometheus_anon_kb": anon, "block": prom.RUN_BLOCK, "shadow_error": shadow_error,
                "flows_seconds": t_last_flows, "rss_kb_after_flows": export_peak,
                "series_checked": checked, "scrape_gaps": gaps, "worst_growth": worst,
+               "scrapes_during_flows": {"prometheus": run_scrapes, SHADOW: shadow_scrapes},
                "pass": status == "complete" and worst <= LIMIT and gaps == 0 and checked > 0}
     (run_dir / "soak.json").write_text(json.dumps(verdict, indent=1))
     print(f"\nrun {run_dir}: {status}")
     print(f"from {args.settle:.0f} s to {t_last_flows:.0f} s of flows (medians of 5 samples):")
-    print(f"{'kind':<12} {'RSS MiB':>9} {'end':>9} {'max':>9} {'growth':>7} {'fds':>6} "
+    print(f"{'kind':<18} {'RSS MiB':>9} {'end':>9} {'max':>9} {'growth':>7} {'fds':>6} "
           f"{'end':>6} {'max':>6} {'growth':>7} {'after flows MiB':>16}")
     for kind, v in sorted(grown.items()):
         late = export_peak.get(kind)
-        print(f"{kind:<12} {v['rss_kb_start'] / 1024:9.1f} {v['rss_kb_end'] / 1024:9.1f} "
+        print(f"{kind:<18} {v['rss_kb_start'] / 1024:9.1f} {v['rss_kb_end'] / 1024:9.1f} "
               f"{v['rss_kb_max'] / 1024:9.1f} {v['rss_growth']:7.1%} {v['fds_start']:6.0f} "
               f"{v['fds_end']:6.0f} {v['fds_max']:6.0f} {v['fds_growth']:7.1%} "
               f"{late / 1024 if late else 0:16.1f}")
-    print(f"Prometheus TSDB: {(tsdb['at_settle'] or 0) / 2**20:.1f} MiB at {args.settle:.0f} s, "
-          f"{(tsdb['end'] or 0) / 2**20:.1f} MiB at the end")
+    blocks = {"prometheus": f"{prom.RUN_BLOCK} blocks, the run's", SHADOW: "2h blocks, not judged"}
+    for kind, v in sorted(tsdb.items()):
+        a = anon[kind]
+        print(f"{kind} ({blocks[kind]}): TSDB {(v['at_settle'] or 0) / 2**20:.1f} MiB at "
+              f"{args.settle:.0f} s, {(v['end'] or 0) / 2**20:.1f} MiB at the end of flows, "
+              f"{(v['max'] or 0) / 2**20:.1f} MiB max; anonymous RSS "
+              f"{(a['at_settle'] or 0) / 1024:.1f} -> {(a['end'] or 0) / 1024:.1f} MiB")
+    if shadow_error:
+        print(shadow_error)
     print(f"scrapes: {checked} series checked, {gaps} gaps")
+    for kind, got in (("prometheus", run_scrapes), (SHADOW, shadow_scrapes)):
+        if got is not None:
+            print(f"  {kind}: {got[0]} scrapes made during the flows, {got[1]} failed")
     print(f"verdict: {'pass' if verdict['pass'] else 'FAIL'} (worst growth {worst:.1%}, "
-          f"limit {LIMIT:.0%})")
+          f"limit {LIMIT:.0%}; {SHADOW} not judged)")
     return 0 if verdict["pass"] else 1
+
+
+def _median_at(rows: list[dict], kind: str, key: str, t: float, before: bool = False,
+               window: int = 5) -> float | None:
+    """The median of ``key`` over the ``window`` samples of ``kind`` from ``t`` on (or
+    up to ``t`` with ``before``)."""
+    seen = sorted((r["t"], r[key]) for r in rows if r["kind"] == kind
+                  and (r["t"] <= t if before else r["t"] >= t))
+    part = seen[-window:] if before else seen[:window]
+    return statistics.median(v for _t, v in part) if part else None
 
 
 if __name__ == "__main__":

@@ -37,6 +37,21 @@ PROMETHEUS_BIN = "/usr/bin/prometheus"
 SERVICE_MARKER = Path("/etc/mcclab/prometheus.json")
 SCRAPE_INTERVAL = "1s"
 RUN_RETENTION = "2d"  # a per-run TSDB lives in the lab directory; this only bounds it
+# The head block keeps every sample in memory until it spans 1.5 block lengths, then
+# the oldest block length is cut to an on-disk block (Prometheus's default: 2 h, so a
+# run's head grew with the run). Two minutes is the shortest block whose chunks still
+# fill to Prometheus's 120 samples at the 1-s scrape interval (a shorter one cuts every
+# chunk short and compresses worse); the head then holds at most 3 min of samples
+# whatever the run's length. The largest block is left at Prometheus's default (10 %
+# of the retention), so on-disk blocks keep merging (2 m, 6 m, 18 m, ...) and their
+# number (each keeps its files open) grows slowly with the run, capped by the retention.
+RUN_BLOCK = "2m"
+# Prometheus preallocates each block's chunk file at the segment size (512 MiB by
+# default) and truncates it once the block is written. The TSDB is on tmpfs, where a
+# preallocation takes RAM: with 2-min blocks every compaction took 512 MiB for a
+# moment. 64 MiB keeps that below Prometheus's own resident size (~100 MiB in the
+# soak), and a block of the largest length still fits in a few files.
+RUN_CHUNK_SEGMENT = "64MB"
 DEFAULT_PORT = 9090
 
 
@@ -102,11 +117,19 @@ def targets_document(targets: list[Target]) -> list[dict[str, Any]]:
 
 
 def argv(config: Path, data: Path, listen: str, retention: str = RUN_RETENTION,
-         binary: str = PROMETHEUS_BIN) -> list[str]:
-    """A per-run Prometheus: loopback only, its own TSDB, a bounded retention."""
-    return [binary, f"--config.file={config}", f"--storage.tsdb.path={data}",
-            f"--storage.tsdb.retention.time={retention}", f"--web.listen-address={listen}",
-            "--log.level=warn"]
+         binary: str = PROMETHEUS_BIN, block: str | None = RUN_BLOCK) -> list[str]:
+    """A per-run Prometheus: loopback only, its own TSDB, a bounded retention, and
+    short head blocks (``block``; None keeps Prometheus's 2 h blocks and 512-MiB chunk
+    segments), so the samples it holds in memory stay bounded over a long run. The
+    flags are hidden in ``--help`` but real: the smallest block length sets how much
+    the in-memory head holds, the segment size what a compaction preallocates."""
+    out = [binary, f"--config.file={config}", f"--storage.tsdb.path={data}",
+           f"--storage.tsdb.retention.time={retention}", f"--web.listen-address={listen}",
+           "--log.level=warn"]
+    if block is not None:
+        out += [f"--storage.tsdb.min-block-duration={block}",
+                f"--storage.tsdb.max-block-chunk-segment-size={RUN_CHUNK_SEGMENT}"]
+    return out
 
 
 def free_port(host: str, preferred: int) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nspair import recorded_lab
 
 from mcclab.forkserver import ForkServer, preload
 from mcclab.net.node_config import netns_name
@@ -30,22 +31,18 @@ def records(path: Path) -> list[dict]:
 
 
 @pytest.fixture
-def node() -> Iterator[Path]:
-    """A namespace with only loopback up, removed afterwards."""
-    name = netns_name(NODE)
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        yield NETNS_DIR / name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
+def lab() -> Iterator[LabState]:
+    """A lab record (lab lock held) with one namespace, only loopback up; removed afterwards."""
+    with recorded_lab("fsrvtest", (NODE,)) as state:
+        subprocess.run(["ip", "-n", netns_name(NODE), "link", "set", "lo", "up"], check=True)
+        yield state
 
 
-def test_tools_run_in_the_node_and_are_reaped(node: Path, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    # Not a lab: its record stays in memory, not in /run/mcclab where `mcclab clean` looks.
-    monkeypatch.setattr(LabState, "save", lambda self: None)
-    state = LabState(lab_id="fsrvtest")
+def test_tools_run_in_the_node_and_are_reaped(lab: LabState, tmp_path: Path) -> None:
+    # The lab's record, in /run/mcclab: `mcclab clean` sees the server and tools as a
+    # live lab's, and after a crash it ends them.
+    state = lab
+    node = NETNS_DIR / netns_name(NODE)
     server = ForkServer.start(state, preload(["mcclab.traffic.udp_onoff"]),
                               tmp_path / "server.log")
     try:
@@ -85,8 +82,8 @@ def test_tools_run_in_the_node_and_are_reaped(node: Path, tmp_path: Path,
                          tmp_path / "bad.out", "bad")
         assert server.proc.poll() is None
     finally:
-        # A failed assertion must not leave the tools running: the server's exit does
-        # not end them (they lead their own sessions), and this state is not saved.
+        # The server's exit does not end the tools (they lead their own sessions): end
+        # them here, before the server's log is read below.
         kill_groups([p for p in state.processes if p is not server.tracked])
         server.close()
     assert server.proc.returncode == 0

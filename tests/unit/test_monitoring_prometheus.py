@@ -82,6 +82,31 @@ def test_prometheus_argv_listens_on_loopback_with_retention(tmp_path):
     assert any(a.startswith("--storage.tsdb.retention.time=") for a in argv)
 
 
+def _seconds(duration: str) -> float:
+    """A Prometheus duration with one unit (``2m``, ``1h``) in seconds."""
+    return float(duration[:-1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[duration[-1]]
+
+
+def test_prometheus_argv_cuts_short_head_blocks(tmp_path):
+    # The head keeps every sample until it spans 1.5 blocks: a per-run Prometheus gets
+    # short blocks, so its memory is bounded over any run length.
+    argv = prom.argv(tmp_path / "p.yml", tmp_path / "data", "127.0.0.1:9090")
+    blocks = [a.split("=", 1)[1] for a in argv
+              if a.startswith("--storage.tsdb.min-block-duration=")]
+    assert blocks == [prom.RUN_BLOCK]
+    # Far below Prometheus's 2 h, yet long enough for a chunk's 120 samples at the
+    # scrape interval (a shorter block cuts every chunk short).
+    assert 120 * _seconds(prom.SCRAPE_INTERVAL) <= _seconds(prom.RUN_BLOCK) <= 600
+    # The largest block stays Prometheus's default, so blocks keep merging.
+    assert not any(a.startswith("--storage.tsdb.max-block-duration") for a in argv)
+    # A compaction preallocates a chunk segment (on tmpfs: RAM); 512 MiB by default.
+    (segment,) = [a.split("=", 1)[1] for a in argv
+                  if a.startswith("--storage.tsdb.max-block-chunk-segment-size=")]
+    assert segment == prom.RUN_CHUNK_SEGMENT and int(segment.removesuffix("MB")) < 512
+    default = prom.argv(tmp_path / "p.yml", tmp_path / "data", "127.0.0.1:9090", block=None)
+    assert not any("block" in a for a in default)
+
+
 def test_free_port_avoids_a_taken_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
