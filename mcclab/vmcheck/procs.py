@@ -36,6 +36,7 @@ def run_logged(argv: list[str], log: Path, timeout: float,
                stdout_to: IO[bytes] | None = None,
                env: dict[str, str] | None = None,
                on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+               cwd: Path | None = None,
                ) -> tuple[int, str]:
     """Run ``argv`` (own session), append its output to ``log``, return (status, output).
 
@@ -54,7 +55,7 @@ def run_logged(argv: list[str], log: Path, timeout: float,
         proc = subprocess.Popen(argv, stdin=stdin,
                                 stdout=stdout_to if stdout_to is not None else subprocess.PIPE,
                                 stderr=subprocess.STDOUT if stdout_to is None else subprocess.PIPE,
-                                env=env, start_new_session=True)
+                                env=env, cwd=cwd, start_new_session=True)
         if on_start is not None:
             on_start(proc)
         stream = proc.stdout if stdout_to is None else proc.stderr

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-# debootstrap's default variant (required + important) plus what the issue names.
+# debootstrap's default variant (required + important) plus what the issue names;
+# rsync because the Debian Vagrant boxes ship it (Vagrant's rsync synced folder needs
+# it in the guest before any provisioner runs; the Vagrant check boots this image).
 PACKAGES = ("linux-image-amd64", "grub-pc", "openssh-server", "sudo", "python3",
-            "ca-certificates")
+            "ca-certificates", "rsync")
 # Vagrant's ansible_local would apt-install Ansible at provisioning, but dpkg
 # byte-compiling ansible-core under emulation took 220 s per run; apt in the
 # chroot does it natively, once, for the cached image. (debootstrap --include

@@ -120,14 +120,16 @@ class Check:
         return self.out / "logs" / f"{name}.log"
 
     def host(self, argv: list[str], log: str, timeout: float, what: str,
-             heavy: bool = False, env: dict[str, str] | None = None) -> str:
+             heavy: bool = False, env: dict[str, str] | None = None,
+             cwd: Path | None = None) -> str:
         """Run a host command; raise CommandFailed (with the log's path) if it fails.
 
         ``heavy`` (CPU-bound build work) runs at the check's QEMU priority.
         """
         if heavy:
             argv = priority_prefix(self.opts.nice, self.opts.idle) + argv
-        rc_, output = run_logged(argv, self.log(log), timeout, self.status(what), env=env)
+        rc_, output = run_logged(argv, self.log(log), timeout, self.status(what), env=env,
+                                 cwd=cwd)
         if rc_ != 0:
             raise CommandFailed(f"{what}: exit status {rc_} (log: {self.log(log)})")
         return output
