@@ -133,10 +133,12 @@ def mcclab(*args: str, **kwargs) -> subprocess.CompletedProcess:
                           capture_output=True, **kwargs)
 
 
-def start_run(results: Path, experiment: str, settings: tuple[str, ...]) -> subprocess.Popen:
-    """`mcclab run` in its own session, queued behind any other lab on this machine."""
+def start_run(results: Path, experiment: str, settings: tuple[str, ...], wait: float = 900.0
+              ) -> subprocess.Popen:
+    """`mcclab run` in its own session, queued behind any other lab on this machine for up
+    to ``wait`` seconds."""
     argv = [sys.executable, "-m", "mcclab", "run", experiment, "--profile", "quick",
-            "--results", str(results), "--wait", "900"]
+            "--results", str(results), "--wait", f"{wait:.0f}"]
     for item in settings:
         argv += ["--set", item]
     return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -189,18 +191,26 @@ def leftovers(watch: Watch) -> list[str]:
 
 
 def trial(point: str, rng: random.Random, experiment: str, settings: tuple[str, ...],
-          timeout: float = 600.0) -> dict:
-    """One trial: run, kill at ``point``, clean, look for leftovers."""
+          timeout: float = 600.0, kill_first: str = "") -> dict:
+    """One trial: run, kill at ``point``, clean, look for leftovers.
+
+    ``kill_first``: SIGKILL the lab's recorded processes whose description starts with it
+    (e.g. ``agent host``) just before the runner."""
     results = Path(tempfile.mkdtemp(prefix="mcclab-crash-"))
     watch = Watch(results)
     plan: dict = {}
-    proc = start_run(results, experiment, settings)
+    proc = start_run(results, experiment, settings, wait=max(900.0, timeout))
     started = time.monotonic()
     killed_after = None
     try:
         while time.monotonic() - started < timeout:
             watch.refresh()
             if reached(point, watch, rng, plan):
+                if kill_first:
+                    for victim in watch.processes(kill_first):
+                        if _alive(victim):
+                            os.kill(victim["pid"], signal.SIGKILL)
+                            plan.setdefault("killed_first", []).append(victim["what"])
                 os.kill(proc.pid, signal.SIGKILL)
                 killed_after = time.monotonic() - started
                 break

@@ -1,9 +1,11 @@
 """Fuzz every UDP port a running agent reads, through real sockets on loopback.
 
     python bench/fuzz_ports.py [--count 100000] [--protocols cbr stair ...] [--no-odd-peers]
+                               [--host]
 
-For each protocol, real agent processes (``python -m agents.run``) run on
-127.0.0.1 and the fuzzer sends them datagrams on every port they read:
+For each protocol, real agent processes (``python -m agents.run``; with ``--host``
+each agent inside an agent host, ``python -m agents.host``) run on 127.0.0.1 and
+the fuzzer sends them datagrams on every port they read:
 
 * a receiver's member sockets (``data``): every channel it joined at start, by
   multicast on the loopback interface (TTL 1, ``IP_MULTICAST_IF`` 127.0.0.1);
@@ -407,16 +409,23 @@ def parse_counters(text: str) -> dict[str, float]:
     return out
 
 
-def launch(session: Session, role: str, workdir: Path) -> Agent:
-    """Start ``python -m agents.run`` and wait for its ready line."""
+def launch(session: Session, role: str, workdir: Path, host: bool = False) -> Agent:
+    """Start ``python -m agents.run`` (or, with ``host``, the agent alone in an agent host,
+    ``python -m agents.host``) and wait for its ready line."""
     path = workdir / f"{session.protocol}-{role}.json"
     path.write_text(session.model_dump_json())
     log = workdir / f"{session.protocol}-{role}.jsonl"
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agents.run", role, "--session", str(path), "--node", "n",
-         "--log", str(log), "--metrics", f"{HOST}:{port}"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-m", "agents.run", role, "--session", str(path), "--node", "n",
+            "--log", str(log), "--metrics", f"{HOST}:{port}"]
+    if host:
+        plan = workdir / f"{session.protocol}-{role}-host.json"
+        plan.write_text(json.dumps({"name": "fuzz", "agents": [
+            {"role": role, "node": "n", "session": str(path), "log": str(log)}]}))
+        argv = [sys.executable, "-m", "agents.host", "--plan", str(plan), "--metrics",
+                f"{HOST}:{port}"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     if not line:
         proc.wait(10)
@@ -544,26 +553,26 @@ def mix(count: int, rng: random.Random, valid_share: float, make_valid: Callable
 
 # --------------------------------------------------------------------------- per protocol
 
-def fuzz_protocol(name: str, count: int, odd_peers: bool, workdir: Path, seed: int = 1
-                  ) -> list[PortResult]:
+def fuzz_protocol(name: str, count: int, odd_peers: bool, workdir: Path, seed: int = 1,
+                  host: bool = False) -> list[PortResult]:
     """Fuzz every port of ``name``'s receiver and (with feedback) sender; ``count``
-    datagrams per port."""
+    datagrams per port. With ``host`` each agent runs inside an agent host."""
     spec = protocols()[name]
-    results = [*_fuzz_receiver(spec, count, odd_peers, workdir, seed)]
+    results = [*_fuzz_receiver(spec, count, odd_peers, workdir, seed, host)]
     if spec.feedback:
-        results.append(_fuzz_sender(spec, count, odd_peers, workdir, seed))
+        results.append(_fuzz_sender(spec, count, odd_peers, workdir, seed, host))
     return results
 
 
-def _fuzz_receiver(spec: ProtocolSpec, count: int, odd_peers: bool, workdir: Path, seed: int
-                   ) -> list[PortResult]:
+def _fuzz_receiver(spec: ProtocolSpec, count: int, odd_peers: bool, workdir: Path, seed: int,
+                   host: bool = False) -> list[PortResult]:
     hold = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # the session's feedback port
     hold.bind((HOST, 0))
     hold.settimeout(5.0)
     session = make_session(spec.name, "receiver", hold.getsockname()[1],
                            free_port(socket.SOCK_DGRAM))
     g = Gen(spec, session, random.Random(seed))
-    agent = launch(session, "receiver", workdir)
+    agent = launch(session, "receiver", workdir, host)
     out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     out.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
     out.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(HOST))
@@ -614,12 +623,12 @@ def _fuzz_receiver(spec: ProtocolSpec, count: int, odd_peers: bool, workdir: Pat
     return results
 
 
-def _fuzz_sender(spec: ProtocolSpec, count: int, odd_peers: bool, workdir: Path, seed: int
-                 ) -> PortResult:
+def _fuzz_sender(spec: ProtocolSpec, count: int, odd_peers: bool, workdir: Path, seed: int,
+                 host: bool = False) -> PortResult:
     port = free_port(socket.SOCK_DGRAM)
     session = make_session(spec.name, "sender", port, free_port(socket.SOCK_DGRAM))
     g = Gen(spec, session, random.Random(seed + 1))
-    agent = launch(session, "sender", workdir)
+    agent = launch(session, "sender", workdir, host)
     me = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # the "receiver": gets the echoes
     me.bind((HOST, 0))
     me.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -717,6 +726,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-odd-peers", action="store_true",
                         help="no forged sources (the raw socket needs root)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--host", action="store_true",
+                        help="each agent inside an agent host (agents.host)")
     args = parser.parse_args(argv)
     odd = not args.no_odd_peers
     if odd and os.geteuid() != 0:
@@ -727,7 +738,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mcclab-fuzz-") as tmp:
         for name in args.protocols:
             t0 = time.monotonic()
-            got = fuzz_protocol(name, args.count, odd, Path(tmp), args.seed)
+            got = fuzz_protocol(name, args.count, odd, Path(tmp), args.seed, args.host)
             results += got
             print(f"{name}: {sum(r.sent for r in got)} datagrams in "
                   f"{time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)

@@ -55,6 +55,7 @@ from mcclab.state import LabState, TrackedProcess, kill_group
 # protocol up in the registry, which imports the built-in protocols on first use.
 FORKABLE: dict[str, tuple[str, ...]] = {
     "agents.run": ("agents.run", *BUILTIN_MODULES),
+    "agents.host": ("agents.host", *BUILTIN_MODULES),
     "mcclab.traffic.udp_onoff": ("mcclab.traffic.udp_onoff",),
 }
 

@@ -147,13 +147,13 @@ class Agent:
             self._drop(Drop.FEEDBACK)
         else:
             self.stats.feedback_rx += 1
-            self.metrics.feedback_received.inc()
+            self.metrics.feedback_received += 1
         self._apply(actions, now)
 
     def _drop(self, reason: Drop) -> None:
         """Count a dropped datagram: stats (the log's ``dropped``) and the metric."""
         self.stats.on_drop(reason)
-        self.metrics.malformed[reason].inc()
+        self.metrics.malformed[reason] += 1
 
     def _received(self, at: float, now: float, header: Header, size: int) -> None:
         """A parsed datagram that arrived at ``at`` and is handled at ``now``."""
@@ -169,8 +169,9 @@ class Agent:
             self.log.write(now, "first_packet", channel=header.channel, seq=header.seq,
                            after_join=None if joined is None else round(at - joined, 6))
         self.stats.on_packet(header.channel, header.seq, size)
-        self.metrics.packets_received.inc()
-        self.metrics.bytes_received.inc(size)
+        m = self.metrics
+        m.packets_received += 1
+        m.bytes_received += size
         self._apply(actions, now)
 
     def _on_timer(self, timer_id: str) -> None:
@@ -200,10 +201,10 @@ class Agent:
             record["core"] = {name: _plain(value) for name, value in core.items()}
         self.log.write(now, "stats", **record)
         m = self.metrics
-        m.packets_lost.set(record.get("total_lost", 0))
-        m.loss_fraction.set(record.get("loss_fraction", 0.0))
-        m.throughput.set(self.stats.last_throughput)
-        m.send_rate.set(self.stats.last_send_rate)
+        m.packets_lost = record.get("total_lost", 0)
+        m.loss_fraction = record.get("loss_fraction", 0.0)
+        m.throughput = self.stats.last_throughput
+        m.send_rate = self.stats.last_send_rate
         for name, value in core.items():
             self._gauge(now, name, value)
 
@@ -257,11 +258,12 @@ class Agent:
         assert self.transport is not None
         if self.transport.send(channel, data):
             self.stats.on_send(channel, len(data))
-            self.metrics.packets_sent.inc()
-            self.metrics.bytes_sent.inc(len(data))
+            m = self.metrics
+            m.packets_sent += 1
+            m.bytes_sent += len(data)
         else:
             self.stats.send_errors += 1
-            self.metrics.send_errors.inc()
+            self.metrics.send_errors += 1
 
     def _feedback(self, action: Feedback) -> None:
         if not self.spec.feedback:
@@ -271,10 +273,10 @@ class Agent:
         assert self.transport is not None
         if self.transport.send_feedback(action.to, data):
             self.stats.feedback_tx += 1
-            self.metrics.feedback_sent.inc()
+            self.metrics.feedback_sent += 1
         else:
             self.stats.send_errors += 1
-            self.metrics.send_errors.inc()
+            self.metrics.send_errors += 1
 
     def _join(self, channel: int, now: float) -> None:
         if channel in self.joined:
@@ -289,8 +291,8 @@ class Agent:
             self.log.flush()
             raise
         self.joined[channel] = now
-        self.metrics.joins.inc()
-        self.metrics.joined.set(len(self.joined))
+        self.metrics.joins += 1
+        self.metrics.joined = len(self.joined)
         self.log.write(now, "join", channel=channel, group=str(chan.group), port=chan.port,
                        source=source)
 
@@ -301,8 +303,8 @@ class Agent:
         self.transport.leave(channel)
         del self.joined[channel]
         self.stats.on_leave(channel)
-        self.metrics.leaves.inc()
-        self.metrics.joined.set(len(self.joined))
+        self.metrics.leaves += 1
+        self.metrics.joined = len(self.joined)
         self.log.write(now, "leave", channel=channel,
                        group=str(self.session.channels[channel].group), reason=reason)
 

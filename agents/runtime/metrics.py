@@ -1,17 +1,33 @@
-"""Prometheus metrics of one agent, on its own registry, served on the control-net address.
+"""Prometheus metrics of agents: plain numbers, exported by a collector at scrape time.
 
 Every series carries the labels ``node``, ``flow``, ``protocol`` and ``role``.
 Core gauges (``metrics()`` and ``Metric`` actions) are exported as
 ``mcc_agent_<name>`` with the same labels.
+
+The hot path (a datagram sent or received) only adds to a Python integer: about
+as cheap as an attribute update gets, where a prometheus_client ``Counter.inc()``
+takes a lock and goes through a child lookup every time (``bench/metrics_cost.py``
+compares the two). :class:`AgentsCollector` turns the numbers of every agent it
+holds into counter and gauge families when Prometheus scrapes, with the same
+names, types, help texts and labels the metric contract
+(``mcclab/monitoring/metric_names.py``) lists. One collector serves every agent
+registered on the same registry, so one process (an agent host) may hold many
+agents behind one endpoint: each metric is one family with a series per agent.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+import time
+import weakref
+from collections.abc import Iterator
 from ipaddress import IPv4Address, ip_address
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from agents.runtime.header import Drop
 
@@ -19,64 +35,168 @@ PREFIX = "mcc_agent_"
 LABELS = ("node", "flow", "protocol", "role")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
+# (attribute of AgentMetrics, metric name without PREFIX, help), in export order.
+COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("packets_sent", "packets_sent", "Packets sent"),
+    ("bytes_sent", "bytes_sent", "UDP payload bytes sent"),
+    ("packets_received", "packets_received", "Well-formed packets received"),
+    ("bytes_received", "bytes_received", "UDP payload bytes received"),
+    ("send_errors", "send_errors", "Packets the kernel refused to send"),
+    ("joins", "joins", "Joins carried out (Join actions)"),
+    ("leaves", "leaves", "Leaves carried out (Leave actions)"),
+    ("feedback_sent", "feedback_sent", "Unicast feedback datagrams sent"),
+    ("feedback_received", "feedback_received",
+     "Well-formed unicast feedback datagrams received"),
+)
+GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("packets_lost", "packets_lost", "Packets lost (sequence gaps), cumulative"),
+    ("loss_fraction", "loss_fraction", "Lost / expected over the last second"),
+    ("throughput", "throughput_bps", "Received bit/s over the last second"),
+    ("send_rate", "send_rate_bps", "Sent bit/s over the last second"),
+    ("joined", "joined_channels", "Channels currently joined"),
+)
+MALFORMED = ("malformed_datagrams", "Datagrams dropped, by reason")
+# Names a core gauge may not take (with or without a counter's _total/_created suffix).
+BUILTIN = frozenset(name for _attr, name, _doc in (*COUNTERS, *GAUGES)) | {MALFORMED[0]}
+
 
 class AgentMetrics:
-    """The runtime's counters and gauges plus any gauges the core provides."""
+    """The runtime's counters and gauges of one agent plus any gauges its core provides.
+
+    Counters are plain integers the runtime adds to (``metrics.packets_sent += 1``),
+    gauges plain numbers it assigns, ``malformed`` maps each :class:`Drop` reason to
+    its count. Nothing is exported until a scrape reads them through the registry's
+    :class:`AgentsCollector`. Several agents may share one ``registry`` (an agent
+    host); their label sets must differ.
+    """
 
     def __init__(self, node: str, flow: str, protocol: str, role: str,
                  registry: CollectorRegistry | None = None):
         self.registry = registry if registry is not None else CollectorRegistry()
         self.labels = {"node": node, "flow": flow, "protocol": protocol, "role": role}
-        self.packets_sent = self._counter("packets_sent", "Packets sent")
-        self.bytes_sent = self._counter("bytes_sent", "UDP payload bytes sent")
-        self.packets_received = self._counter("packets_received", "Well-formed packets received")
-        self.bytes_received = self._counter("bytes_received", "UDP payload bytes received")
-        self.send_errors = self._counter("send_errors", "Packets the kernel refused to send")
-        self.joins = self._counter("joins", "Joins carried out (Join actions)")
-        self.leaves = self._counter("leaves", "Leaves carried out (Leave actions)")
-        self.feedback_sent = self._counter("feedback_sent", "Unicast feedback datagrams sent")
-        self.feedback_received = self._counter("feedback_received",
-                                               "Well-formed unicast feedback datagrams received")
-        self.packets_lost = self._gauge("packets_lost", "Packets lost (sequence gaps), cumulative")
-        self.loss_fraction = self._gauge("loss_fraction", "Lost / expected over the last second")
-        self.throughput = self._gauge("throughput_bps", "Received bit/s over the last second")
-        self.send_rate = self._gauge("send_rate_bps", "Sent bit/s over the last second")
-        self.joined = self._gauge("joined_channels", "Channels currently joined")
-        malformed = Counter(PREFIX + "malformed_datagrams", "Datagrams dropped, by reason",
-                            (*LABELS, "reason"), registry=self.registry)
-        self.malformed = {r: malformed.labels(**self.labels, reason=str(r)) for r in Drop}
-        self._builtin = {n[len(PREFIX):] for n in _names(self.registry)}
-        self._core: dict[str, Any] = {}
-
-    def _counter(self, name: str, doc: str) -> Any:
-        return Counter(PREFIX + name, doc, LABELS, registry=self.registry).labels(**self.labels)
-
-    def _gauge(self, name: str, doc: str) -> Any:
-        return Gauge(PREFIX + name, doc, LABELS, registry=self.registry).labels(**self.labels)
+        self.label_values = (node, flow, protocol, role)
+        self.created = time.time()  # the counters' _created samples, as prometheus_client's
+        self.packets_sent = 0
+        self.bytes_sent = 0
+        self.packets_received = 0
+        self.bytes_received = 0
+        self.send_errors = 0
+        self.joins = 0
+        self.leaves = 0
+        self.feedback_sent = 0
+        self.feedback_received = 0
+        self.packets_lost: float = 0
+        self.loss_fraction: float = 0.0
+        self.throughput: float = 0.0
+        self.send_rate: float = 0.0
+        self.joined = 0
+        self.malformed: dict[Drop, int] = dict.fromkeys(Drop, 0)
+        self._core: dict[str, float] = {}
+        self.collector = collector_for(self.registry)
+        self.collector.add(self)
 
     def core_gauge(self, name: str, value: float) -> str | None:
         """Set a core gauge; returns an error message instead of raising for a bad name."""
-        if not _NAME.match(name):
-            return f"core metric name {name!r} must match {_NAME.pattern}"
-        if name.removesuffix("_total").removesuffix("_created") in self._builtin:
-            return f"core metric name {name!r} collides with a runtime metric"
-        gauge = self._core.get(name)
-        if gauge is None:
-            gauge = self._gauge(name, f"Protocol gauge {name}")
-            self._core[name] = gauge
+        if name not in self._core:
+            if not _NAME.match(name):
+                return f"core metric name {name!r} must match {_NAME.pattern}"
+            if name.removesuffix("_total").removesuffix("_created") in BUILTIN:
+                return f"core metric name {name!r} collides with a runtime metric"
+            self._core[name] = 0.0  # exported from now on, as a Gauge child would be
         try:
-            gauge.set(float(value))
+            self._core[name] = float(value)
         except (TypeError, ValueError):
             return f"core metric {name!r} has a non-numeric value {value!r}"
         return None
+
+    def core_gauges(self) -> dict[str, float]:
+        """A copy of the core gauges set so far (safe to take from the scrape thread)."""
+        return dict(self._core)
+
+    def remove(self) -> None:
+        """Stop exporting this agent's series (an agent host whose agent ended)."""
+        self.collector.discard(self)
 
     def value(self, name: str, **labels: str) -> float | None:
         """The current value of sample ``name`` for this agent (for tests and the simulator)."""
         return self.registry.get_sample_value(name, {**self.labels, **labels})
 
 
-def _names(registry: CollectorRegistry) -> set[str]:
-    return {metric.name for metric in registry.collect()}
+class AgentsCollector(Collector):
+    """Exports the numbers of every :class:`AgentMetrics` it holds when a registry collects.
+
+    Each metric is one family (so a scrape of many agents stays valid exposition
+    text) with one series per agent; a core gauge appears once some agent set it.
+    """
+
+    def __init__(self) -> None:
+        self._agents: dict[tuple[str, ...], AgentMetrics] = {}
+        self._lock = threading.Lock()  # add/discard from the agents, collect from a scrape
+
+    def add(self, metrics: AgentMetrics) -> None:
+        """Export ``metrics`` from now on; two agents may not share a label set."""
+        with self._lock:
+            if metrics.label_values in self._agents:
+                raise ValueError(f"an agent with labels {metrics.labels} is registered already")
+            self._agents[metrics.label_values] = metrics
+
+    def discard(self, metrics: AgentMetrics) -> None:
+        """Stop exporting ``metrics`` (nothing if it is not held)."""
+        with self._lock:
+            if self._agents.get(metrics.label_values) is metrics:
+                del self._agents[metrics.label_values]
+
+    def agents(self) -> list[AgentMetrics]:
+        """The agents held, in the order they were added."""
+        with self._lock:
+            return list(self._agents.values())
+
+    def collect(self) -> Iterator[Metric]:
+        """One family per metric, one sample per agent: the numbers as they are now."""
+        agents = self.agents()
+        for attr, name, doc in COUNTERS:
+            counter = CounterMetricFamily(PREFIX + name, doc, labels=LABELS)
+            for m in agents:
+                counter.add_metric(m.label_values, float(getattr(m, attr)), created=m.created)
+            yield counter
+        for attr, name, doc in GAUGES:
+            gauge = GaugeMetricFamily(PREFIX + name, doc, labels=LABELS)
+            for m in agents:
+                gauge.add_metric(m.label_values, float(getattr(m, attr)))
+            yield gauge
+        malformed = CounterMetricFamily(PREFIX + MALFORMED[0], MALFORMED[1],
+                                        labels=(*LABELS, "reason"))
+        for m in agents:
+            for reason, count in list(m.malformed.items()):
+                malformed.add_metric((*m.label_values, str(reason)), float(count),
+                                     created=m.created)
+        yield malformed
+        core: dict[str, GaugeMetricFamily] = {}
+        for m in agents:
+            for name, value in m.core_gauges().items():
+                family = core.get(name)
+                if family is None:
+                    family = core[name] = GaugeMetricFamily(PREFIX + name,
+                                                            f"Protocol gauge {name}",
+                                                            labels=LABELS)
+                family.add_metric(m.label_values, value)
+        yield from core.values()
+
+
+# One collector per registry, so agents given the same registry share it.
+_COLLECTORS: weakref.WeakKeyDictionary[CollectorRegistry, AgentsCollector] = (
+    weakref.WeakKeyDictionary())
+_COLLECTORS_LOCK = threading.Lock()
+
+
+def collector_for(registry: CollectorRegistry) -> AgentsCollector:
+    """The agents' collector registered on ``registry`` (registered on first use)."""
+    with _COLLECTORS_LOCK:
+        collector = _COLLECTORS.get(registry)
+        if collector is None:
+            collector = _COLLECTORS[registry] = AgentsCollector()
+            registry.register(collector)
+        return collector
 
 
 def parse_endpoint(text: str) -> tuple[str, int]:
@@ -98,7 +218,7 @@ def parse_endpoint(text: str) -> tuple[str, int]:
 
 
 def serve(metrics: AgentMetrics, addr: str, port: int) -> Any:
-    """Start the ``/metrics`` HTTP server (its own thread) on ``addr:port``; returns the server,
-    stop it with ``shutdown()``."""
+    """Start the ``/metrics`` HTTP server (its own thread) on ``addr:port`` for the registry of
+    ``metrics`` (every agent on it); returns the server, stop it with ``shutdown()``."""
     server, _thread = start_http_server(port, addr=addr, registry=metrics.registry)
     return server

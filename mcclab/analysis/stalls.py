@@ -18,7 +18,13 @@ second is **stalled** when
   started yet, stalled whole, or exited).
 
 The run is **overloaded** when some agent is stalled in more than
-``max(1, SHARE * its counted seconds)`` seconds. The thresholds are far from
+``max(1, SHARE * its counted seconds)`` seconds.
+
+Agents that ran in one agent host (``agents.host``; ``run.json``'s ``agents.hosts``)
+share one event loop, so they fall behind together: the host is judged as one unit.
+Its second is counted when any of its agents should run then, and stalled when any of
+them is stalled in it; the host's worst timer is its agents' worst. Its agents are
+still listed one by one, but only the host counts towards the verdict. The thresholds are far from
 what a working run shows here (timers at most 5-15 ms late, a record every
 1.0 s) and well below the protocols' own time scales (WEBRC's 0.5 s epoch,
 RTTs of 30-200 ms).
@@ -54,6 +60,18 @@ class AgentStalls(BaseModel):
     worst_late_ms: float | None = Field(description="the latest timer in the window")
     start_delay_s: float | None = Field(
         description="its start event after its planned start (null: it never logged one)")
+    host: str | None = Field(None, description="the agent host it ran in (null: its own "
+                             "process)")
+
+
+class HostStalls(BaseModel):
+    """One agent host's seconds in the window, judged as one unit."""
+
+    host: str
+    agents: int = Field(description="agents the host ran")
+    seconds: int = Field(description="window seconds in which one of its agents should run")
+    stalled: int = Field(description="of those, seconds in which one of its agents stalled")
+    worst_late_ms: float | None = Field(description="its agents' latest timer in the window")
 
 
 class Stalls(BaseModel):
@@ -63,6 +81,7 @@ class Stalls(BaseModel):
     late_ms: float = LATE_MS
     silent_s: float = SILENT_S
     agents: list[AgentStalls]
+    hosts: list[HostStalls] = Field(default_factory=list)
 
 
 def allowed(seconds: int) -> int:
@@ -70,8 +89,12 @@ def allowed(seconds: int) -> int:
     return max(1, math.floor(SHARE * seconds))
 
 
-def _agent(rows: pd.DataFrame, window: Window) -> AgentStalls:
-    """One agent's stalls from its rows."""
+Seconds = dict[int, tuple[bool, float | None]]  # k -> (stalled, worst timer in it)
+
+
+def _agent(rows: pd.DataFrame, window: Window, host: str | None = None
+           ) -> tuple[AgentStalls, Seconds]:
+    """One agent's stalls from its rows, and its counted seconds one by one."""
     def first(event: str) -> float | None:
         """The time of the agent's first row of this event."""
         times = rows.loc[rows["event"] == event, "t"]
@@ -84,38 +107,83 @@ def _agent(rows: pd.DataFrame, window: Window) -> AgentStalls:
     times = stats["t"].to_list()
     late = stats["timer_late_max_ms"].to_list()
     start, end = window
-    counted = stalled = 0
-    worst: float | None = None
+    seconds: Seconds = {}
     for k in range(int(math.floor(start)) + 1, int(math.floor(end + 1e-9)) + 1):
         if k - 1 < begin or (stop is not None and k > stop):
             continue
-        counted += 1
         lo, hi = bisect.bisect_right(times, k - 1), bisect.bisect_right(times, k)
         in_second = [x for x in late[lo:hi] if isinstance(x, float) and not math.isnan(x)]
-        if in_second:
-            worst = max([worst or 0.0, *in_second])
         silent = k - (times[hi - 1] if hi else planned) > SILENT_S
-        if silent or any(x >= LATE_MS for x in in_second):
-            stalled += 1
+        seconds[k] = (silent or any(x >= LATE_MS for x in in_second),
+                      max(in_second) if in_second else None)
     began = first("start")
     return AgentStalls(flow=str(rows["flow"].iloc[0]), node=str(rows["node"].iloc[0]),
-                       role=str(rows["role"].iloc[0]), seconds=counted, stalled=stalled,
-                       worst_late_ms=worst,
-                       start_delay_s=None if began is None else round(began - planned, 3))
+                       role=str(rows["role"].iloc[0]), seconds=len(seconds),
+                       stalled=sum(bad for bad, _ in seconds.values()),
+                       worst_late_ms=_worst(w for _, w in seconds.values()),
+                       start_delay_s=None if began is None else round(began - planned, 3),
+                       host=host), seconds
 
 
-def assess(agents: pd.DataFrame, window: Window) -> Stalls | None:
-    """The agents' stalls over ``window``; None for a run without an agents table."""
+def _worst(values: Any) -> float | None:
+    """The largest of the values that are not None (None if there is none)."""
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _host(name: str, members: list[Seconds]) -> HostStalls:
+    """A host's seconds: the union of its agents', stalled when any of them is."""
+    union: dict[int, list[tuple[bool, float | None]]] = {}
+    for seconds in members:
+        for k, value in seconds.items():
+            union.setdefault(k, []).append(value)
+    return HostStalls(host=name, agents=len(members), seconds=len(union),
+                      stalled=sum(any(bad for bad, _ in v) for v in union.values()),
+                      worst_late_ms=_worst(w for v in union.values() for _, w in v))
+
+
+def agent_hosts(run_dir: Path) -> dict[tuple[str, str, str], str]:
+    """(flow, node, role) -> agent host, from ``run.json``'s ``agents`` (empty for a run
+    whose agents ran one per process, or an unreadable record)."""
+    try:
+        record = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    hosts = (record.get("agents") or {}).get("hosts") or {}
+    return {(a["flow"], a["node"], a["role"]): name
+            for name, members in hosts.items() for a in members}
+
+
+def assess(agents: pd.DataFrame, window: Window,
+           hosts: dict[tuple[str, str, str], str] | None = None) -> Stalls | None:
+    """The agents' stalls over ``window``; None for a run without an agents table.
+
+    ``hosts`` maps (flow, node, role) to the agent host that ran the agent
+    (:func:`agent_hosts`); those agents are judged by their host.
+    """
     if agents.empty:
         return None
-    out = [_agent(rows, window) for _, rows in agents.groupby(["flow", "node", "role"],
-                                                              sort=True)]
-    return Stalls(overloaded=any(a.stalled > allowed(a.seconds) for a in out), agents=out)
+    hosts = hosts or {}
+    out: list[AgentStalls] = []
+    members: dict[str, list[Seconds]] = {}
+    for key, rows in agents.groupby(["flow", "node", "role"], sort=True):
+        host = hosts.get(tuple(str(k) for k in key))  # type: ignore[arg-type]
+        agent, seconds = _agent(rows, window, host)
+        out.append(agent)
+        if host is not None:
+            members.setdefault(host, []).append(seconds)
+    units = [_host(name, seconds) for name, seconds in sorted(members.items())]
+    over = any(h.stalled > allowed(h.seconds) for h in units) or any(
+        a.stalled > allowed(a.seconds) for a in out if a.host is None)
+    return Stalls(overloaded=over, agents=out, hosts=units)
 
 
 def describe(stalls: Stalls) -> str:
     """One sentence for people on an overloaded run: who stalled, how often, how badly."""
-    bad = [a for a in stalls.agents if a.stalled > allowed(a.seconds)]
+    hosts = [h for h in stalls.hosts if h.stalled > allowed(h.seconds)]
+    if hosts:
+        return _describe_hosts(stalls, hosts)
+    bad = [a for a in stalls.agents if a.stalled > allowed(a.seconds) and a.host is None]
     worst = max(bad, key=lambda a: a.stalled)
     late = (f"; timers up to {worst.worst_late_ms / 1000:.1f} s late"
             if worst.worst_late_ms is not None and worst.worst_late_ms >= LATE_MS else "")
@@ -130,6 +198,24 @@ def describe(stalls: Stalls) -> str:
             f"{worst.node}, {worst.stalled} of {worst.seconds} s{late}. The measured values "
             f"describe the loaded machine, not the protocol: run fewer or slower "
             f"flows, or on more cores.")
+
+
+def _describe_hosts(stalls: Stalls, hosts: list[HostStalls]) -> str:
+    """The sentence when agent hosts fell behind: which, for how long, how late."""
+    parts = []
+    for h in sorted(hosts, key=lambda h: (-h.stalled, h.host)):
+        late = ("" if h.worst_late_ms is None
+                else f", timers up to {h.worst_late_ms / 1000:.1f} s late")
+        parts.append(f"{h.host} ({h.agents} agents) stalled in {h.stalled} of {h.seconds} "
+                     f"s{late}")
+    alone = [a for a in stalls.agents if a.host is None and a.stalled > allowed(a.seconds)]
+    also = f"; and {len(alone)} agents in their own processes" if alone else ""
+    return (f"The machine did not keep up with the agents: {len(hosts)} of "
+            f"{len(stalls.hosts)} agent hosts fell behind (a second with a timer "
+            f"{stalls.late_ms:g} ms or more late, or no record for over {stalls.silent_s:g} s, "
+            f"in more than {SHARE:.0%} of their seconds): {'; '.join(parts)}{also}. The "
+            f"measured values describe the loaded machine, not the protocol: run fewer or "
+            f"slower flows, more hosts, or on more cores.")
 
 
 def warning_for(summary: dict[str, Any]) -> str | None:

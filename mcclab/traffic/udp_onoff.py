@@ -7,16 +7,21 @@ an on/off UDP flow is one source process for the whole run, reading its
 periods from a file, and one sink process counting what arrives.
 
     python -m mcclab.traffic.udp_onoff send --dest A --port P --rate BPS --size B \\
-        --schedule FILE --log FILE
+        --schedule FILE --log FILE [--t0 T]
     python -m mcclab.traffic.udp_onoff recv --bind A --port P --log FILE
 
 The schedule file is JSON ``{"periods": [[start, end], ...]}`` in seconds from
-the source's own start. Within each period the source sends ``size``-byte
-payloads every ``size * 8 / rate`` seconds, each beginning with a 64-bit
-sequence number that runs on across periods, so the sink counts losses of the
-whole flow. Both write JSON lines; the sink's once-a-second ``stats`` records
-carry the cumulative ``total_rx_bytes``/``total_rx_packets``/``total_lost`` of
-the agents' stats records (monotonic ``t``), so the run's tables read them the
+the source's own start, or, with ``--t0`` (the run's time 0, CLOCK_MONOTONIC,
+the same in every namespace), from ``t0 + origin_s`` (the file's ``origin_s``):
+a source started late then keeps the run's schedule, and skips the datagrams
+due more than one gap before it started instead of sending them in a burst
+(skipped ones take no sequence number, so the sink counts no loss for them).
+Within each period the source sends ``size``-byte payloads every
+``size * 8 / rate`` seconds, each beginning with a 64-bit sequence number
+that runs on across periods, so the sink counts losses of the whole flow.
+Both write JSON lines; the sink's once-a-second ``stats`` records carry the
+cumulative ``total_rx_bytes``/``total_rx_packets``/``total_lost`` of the
+agents' stats records (monotonic ``t``), so the run's tables read them the
 same way. Only the standard library is imported: dozens of these start at once.
 """
 
@@ -75,23 +80,29 @@ def _record(log: IO[str], **fields: object) -> None:
     log.flush()
 
 
-def send(dest: str, port: int, rate_bps: float, size: int, schedule: str, log_path: str
-         ) -> int:
-    """Send the schedule's packets to dest:port; log how many were sent and refused."""
+def send(dest: str, port: int, rate_bps: float, size: int, schedule: str, log_path: str,
+         t0: float | None = None) -> int:
+    """Send the schedule's packets to dest:port; log how many were sent, skipped (due
+    before a late start) and refused. ``t0``: the run's time 0 (see the module's doc)."""
     periods = read_schedule(schedule)
+    gap = size * 8.0 / rate_bps
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.connect((dest, port))
     payload = bytearray(size)
-    sent = errors = 0
+    sent = errors = skipped = 0
     with open(log_path, "a") as log:
-        start = time.monotonic()
-        _record(log, event="start", t=start, periods=len(periods), rate_bps=rate_bps,
-                size=size)
+        now = time.monotonic()
+        start = now if t0 is None else t0 + _origin(schedule)
+        _record(log, event="start", t=now, periods=len(periods), rate_bps=rate_bps,
+                size=size, origin=start)
         try:
             for offset in send_offsets(periods, rate_bps, size):
                 delay = start + offset - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
+                elif start + offset < now - gap:  # due before a late start: no burst
+                    skipped += 1
+                    continue
                 SEQ.pack_into(payload, 0, sent)
                 sent += 1
                 try:
@@ -100,8 +111,15 @@ def send(dest: str, port: int, rate_bps: float, size: int, schedule: str, log_pa
                     errors += 1
         except _Stop:
             pass
-        _record(log, event="done", t=time.monotonic(), sent=sent, send_errors=errors)
+        _record(log, event="done", t=time.monotonic(), sent=sent, send_errors=errors,
+                skipped=skipped)
     return 0
+
+
+def _origin(path: str) -> float:
+    """The schedule's ``origin_s`` (0 if it has none): run seconds of its time 0."""
+    with open(path) as fh:
+        return float(json.load(fh).get("origin_s", 0.0))
 
 
 def recv(bind: str, port: int, log_path: str) -> int:
@@ -155,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--size", type=int, required=True, help="payload bytes per datagram")
     s.add_argument("--schedule", required=True, help='JSON {"periods": [[start, end], ...]}')
     s.add_argument("--log", required=True)
+    s.add_argument("--t0", type=float, default=None,
+                   help="the run's time 0 (CLOCK_MONOTONIC); the schedule counts from "
+                        "t0 + its origin_s instead of from this start")
     r = sub.add_parser("recv", help="count arrivals, a stats record every second")
     r.add_argument("--bind", required=True)
     r.add_argument("--port", type=int, required=True)
@@ -165,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_signal)
     if args.cmd == "send":
-        return send(args.dest, args.port, args.rate, args.size, args.schedule, args.log)
+        return send(args.dest, args.port, args.rate, args.size, args.schedule, args.log,
+                    args.t0)
     return recv(args.bind, args.port, args.log)
 
 

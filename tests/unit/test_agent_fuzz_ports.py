@@ -19,9 +19,11 @@ from bench.fuzz_ports import VALID, fuzz_protocol, parse_counters
 COUNT = 10_000
 
 
+@pytest.mark.parametrize("host", [False, True], ids=["process", "host"])
 @pytest.mark.parametrize("name", sorted(protocols()))
-def test_every_port_survives_and_counts_every_bad_datagram(name, tmp_path):
-    results = fuzz_protocol(name, COUNT, odd_peers=False, workdir=tmp_path)
+def test_every_port_survives_and_counts_every_bad_datagram(name, host, tmp_path):
+    # host: the agent runs inside an agent host (agents.host), behind its guarded loop
+    results = fuzz_protocol(name, COUNT, odd_peers=False, workdir=tmp_path, host=host)
     spec = protocols()[name]
     kinds = {r.port.split(" (")[0] for r in results}
     expected_ports = {"receiver data"} | ({"receiver feedback", "sender feedback"}

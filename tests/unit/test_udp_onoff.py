@@ -107,3 +107,31 @@ def test_sink_counts_a_gap_in_the_sequence_as_loss(tmp_path):
         sink.wait(timeout=10)
     last = json.loads(Path(log).read_text().splitlines()[-1])
     assert (last["total_rx_packets"], last["total_lost"], last["total_rx_bytes"]) == (4, 2, 400)
+
+
+def test_a_source_started_late_keeps_the_runs_schedule(tmp_path):
+    # Time 0 was 0.5 s ago and the schedule's origin is 0.2 s into the run: of the
+    # 0.3-s on-period (30 datagrams 10 ms apart) at origin + 0.0 .. 0.3, only the
+    # ones due after the start are sent, none in a burst, and the second period on time.
+    port = _free_udp_port()
+    schedule = tmp_path / "schedule.json"
+    schedule.write_text(json.dumps({"origin_s": 0.2, "periods": [[0, 0.3], [0.6, 0.8]]}))
+    log = tmp_path / "source.jsonl"
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", port))
+    t0 = time.monotonic() - 0.5
+    try:
+        subprocess.run([sys.executable, "-m", "mcclab.traffic.udp_onoff", "send", "--dest",
+                        "127.0.0.1", "--port", str(port), "--rate", "400000", "--size", "500",
+                        "--schedule", str(schedule), "--log", str(log), "--t0", repr(t0)],
+                       check=True, timeout=30)
+    finally:
+        sock.close()
+    start, done = (json.loads(line) for line in log.read_text().splitlines())
+    assert start["origin"] == pytest.approx(t0 + 0.2)
+    late = start["t"] - (t0 + 0.2)  # how far into the first period the source began
+    assert 0.3 <= late < 0.3 + 0.3  # this Python's start-up
+    assert done["skipped"] >= 29  # at least the datagrams due before 0.29
+    assert done["sent"] + done["skipped"] == 30 + 20
+    assert done["sent"] >= 20  # the second period whole
+    assert done["t"] == pytest.approx(t0 + 0.2 + 0.8, abs=0.1)
