@@ -163,6 +163,9 @@ def _cross_check(exp: Experiment, topo: Topology, path: Path) -> None:
             problem = _groups_problem(spec, flow)
             if problem:
                 problems.append((f"flows[{i}].groups", problem))
+    from mcclab.experiment.captures import target_problems
+
+    problems += target_problems(exp, topo)
     if problems:
         raise SpecError(path, problems)
 
