@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 
 .PHONY: help setup experiment test test-unit lint schema clean linkemu linkemu-test \
 	dashboards bench-links \
-	bench-agent-start vm-check bench-crash soak bench-fuzz bench-signals bench-export
+	bench-agent-start bench-agents bench-metrics reproduce vm-check vagrant-check vm-tunnel bench-crash soak bench-fuzz bench-signals bench-export
 
 help:
 	@echo "make setup       install everything (Ansible playbook, idempotent)"
@@ -23,14 +23,19 @@ help:
 	@echo "                 and the link emulator's C tests, plain and under ASan/UBSan;"
 	@echo "                 JUnit XML with durations in TEST_REPORT_DIR (/tmp/mcclab-test-report)"
 	@echo "make lint        ruff, ansible-lint and the schema check"
+	@echo "make bench-agents ~4 min: CPU per datagram, one process per agent vs agent hosts (root)"
 	@echo "make bench-fuzz  ~3 min: 100,000 datagrams into every port of every agent (root)"
 	@echo "make bench-signals ~7 min: SIGINT and SIGTERM at every phase of a run, and a second one"
 	@echo "make bench-crash ~15 min: SIGKILL campaign, 20 kills of 'mcclab run', then 'mcclab clean'"
 	@echo "make soak        ~20 min: ORMCC Fig. 4 n=24 over 1000 s, memory and descriptors sampled"
 	@echo "make bench-export ~2 min: peak memory of exporting a run's series, old way and new"
+	@echo "make reproduce   every paper experiment (PROFILE=quick|paper), then results/index.html"
 	@echo "make clean       remove what crashed labs left (labs in use stay: mcclab clean --all)"
 	@echo "make vm-check    slow (~23 min cached, ~30 cold, under QEMU TCG): a Debian 12 VM provisioned with the"
 	@echo "                 playbook, kernel link backend checks inside (docs/vm-check.md)"
+	@echo "make vagrant-check slow: vagrant up + make experiment through the VM, checked from"
+	@echo "                 the host, then vagrant destroy (docs/vagrant-check.md)"
+	@echo "make vm-tunnel   Grafana and Prometheus of the Vagrant VM on 127.0.0.1 (VirtualBox)"
 
 setup:
 	@command -v ansible-playbook >/dev/null || { $(SUDO) apt-get update -q && \
@@ -43,9 +48,40 @@ $(MCCLAB):
 linkemu:
 	$(MAKE) -C linkemu
 
-ifeq ($(shell command -v mnexec >/dev/null || { command -v vagrant >/dev/null && echo vm; }),vm)
+# MCCLAB_VM=1: `make experiment` and `make test` run in the Vagrant VM. By default
+# they do where `vagrant up` made a machine for this checkout, or on a host with
+# Vagrant and no local Mininet (docs/setup.md, "Vagrant").
+MCCLAB_VM ?= $(if $(wildcard .vagrant/machines/*/*/id),1,$(if $(shell command -v mnexec),0,$(if $(shell command -v vagrant),1,0)))
+# Readiness waits in the VM stretched by this factor (mcclab.slowdown; e.g. 10 under
+# software emulation), passed through to the guest when set.
+MCCLAB_TIMEOUT_SCALE ?=
+VM_ENV     := $(if $(MCCLAB_TIMEOUT_SCALE),MCCLAB_TIMEOUT_SCALE=$(MCCLAB_TIMEOUT_SCALE))
+VM_SSH_CONFIG := .vagrant/mcclab-ssh-config
+
+ifeq ($(MCCLAB_VM),1)
+# The run in the VM (the checkout rsynced to /vagrant first), then its results
+# back into this checkout's results/ (rsync over Vagrant's ssh settings), and the
+# report's path on this host. The exit status is the run's.
 experiment:
-	vagrant ssh -c "cd /vagrant && make experiment EXPERIMENT=$(EXPERIMENT) PROFILE=$(PROFILE)"
+	vagrant rsync
+	@vagrant ssh -c "cd /vagrant && sudo env $(VM_ENV) make experiment EXPERIMENT=$(EXPERIMENT) PROFILE=$(PROFILE)"; \
+	status=$$?; \
+	vagrant ssh-config > $(VM_SSH_CONFIG) && mkdir -p results && \
+	rsync -a --rsync-path="sudo rsync" -e "ssh -F $(VM_SSH_CONFIG)" \
+		default:/vagrant/results/ results/ || status=1; \
+	run=$$(ls -td results/$(EXPERIMENT)/*/ 2>/dev/null | head -n 1); \
+	[ -z "$$run" ] || echo "results on this host: $(CURDIR)/$${run%/}/ (report: $(CURDIR)/$${run}report.html)"; \
+	exit $$status
+
+test:
+	vagrant rsync
+	vagrant ssh -c "cd /vagrant && sudo env $(VM_ENV) make test PYTEST_ARGS='$(PYTEST_ARGS)'"
+
+# Grafana and Prometheus of the VM on this host's 127.0.0.1 through `vagrant ssh`
+# (VirtualBox, whose NAT cannot reach the guest's loopback; libvirt forwards them
+# by itself). Stops with Ctrl-C.
+vm-tunnel:
+	vagrant ssh -- -N -L 127.0.0.1:3000:127.0.0.1:3000 -L 127.0.0.1:9090:127.0.0.1:9090
 else
 experiment: $(MCCLAB)
 	$(SUDO) $(MCCLAB) run $(EXPERIMENT) --profile $(PROFILE)
@@ -58,10 +94,12 @@ endif
 TEST_REPORT_DIR ?= /tmp/mcclab-test-report
 PYTEST_SESSION_TIMEOUT ?= 2400
 
+ifneq ($(MCCLAB_VM),1)
 test: $(MCCLAB) linkemu-test
 	mkdir -p $(TEST_REPORT_DIR)
 	$(SUDO) $(PY) -m pytest --junitxml=$(TEST_REPORT_DIR)/junit.xml \
 		--session-timeout=$(PYTEST_SESSION_TIMEOUT) $(PYTEST_ARGS)
+endif
 
 # The emulator's C tests (model and command line), then the same tests on an
 # ASan + UBSan build (linkemu/Makefile). Also builds the emulator the labs run.
@@ -81,6 +119,14 @@ bench-links: $(MCCLAB) linkemu
 # prints a table; docs/agents.md). BENCH_ARGS="--counts 8 24 48 72" for other sizes.
 bench-agent-start: $(MCCLAB)
 	$(SUDO) $(PY) bench/agent_start.py $(BENCH_ARGS)
+
+bench-agents: $(MCCLAB)
+	$(SUDO) $(PY) bench/agents.py $(BENCH_ARGS)
+
+# Per-datagram cost of the agents' metrics, old prometheus_client children against the
+# plain numbers the collector exports (~10 s, no lab; docs/agents.md).
+bench-metrics:
+	$(PY) bench/metrics_cost.py $(BENCH_ARGS)
 
 # SIGINT and SIGTERM at every phase of `mcclab run` and a second signal during
 # teardown (~7 min, not part of `make test`, which runs one signal per phase): prints
@@ -108,6 +154,14 @@ bench-fuzz: $(MCCLAB)
 soak: $(MCCLAB)
 	$(SUDO) $(PY) bench/soak.py $(BENCH_ARGS)
 
+# Every paper experiment one after the other, then results/index.html (one table per
+# paper: paper value, measured mean and spread, verdict, margin, link to each report).
+# PROFILE=paper runs the paper's number of trials where it averaged several;
+# EXPERIMENTS="default stair-fig9" for a subset. `mcclab index` rebuilds the page from
+# results/ alone (docs/reproduce.md).
+reproduce: $(MCCLAB)
+	$(SUDO) $(MCCLAB) reproduce --profile $(PROFILE) $(foreach e,$(EXPERIMENTS),--experiment $(e))
+
 # Peak memory of exporting a run's series, the old way (all at once) beside the
 # current one (metric by metric), on synthetic answers shaped like the 1000-s soak
 # (~2 min, no root, no lab; docs/reliability.md).
@@ -122,8 +176,15 @@ bench-export: $(MCCLAB)
 vm-check: $(MCCLAB) linkemu
 	$(SUDO) env PYTHONPATH=$(CURDIR) $(PY) -m mcclab.vmcheck $(VMCHECK_ARGS)
 
+# The README's laptop path for real (slow, not part of `make test`): a libvirt box
+# from vm-check's cached image, `vagrant up` (QEMU TCG) with libvirtd in a network
+# namespace, the host-side `make experiment`, results/report/Prometheus checked
+# from the host, `vagrant destroy -f`, no leftovers. See docs/vagrant-check.md.
+vagrant-check: $(MCCLAB)
+	$(SUDO) env PYTHONPATH=$(CURDIR) $(PY) -m mcclab.vmcheck.vagrant $(VAGRANTCHECK_ARGS)
+
 lint: $(MCCLAB)
-	$(PY) -m ruff check mcclab agents tests bench dashboards
+	$(PY) -m ruff check mcclab agents tests bench dashboards labs
 	$(PY) -m dashboards --check
 	$(PY) -m mcclab topo schema --check schema/topology.schema.json
 	cd ansible && ansible-lint

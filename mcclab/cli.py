@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mcclab.labs.cli import register as register_lab_commands
 from mcclab.model.loader import SpecError, load_topology
 
 app = typer.Typer(help="Multicast congestion-control lab.", no_args_is_help=True)
@@ -205,6 +206,9 @@ def up(
     with _sigterm_interrupts():
         lab = _bring_up(topo, timeout, wait)
         try:
+            from mcclab.labs.live import record_topology
+
+            record_topology(lab.run_dir, topo)  # for mcclab shell/exec/capture/link
             # Ctrl-C or SIGTERM is how a held lab normally ends, whenever it comes.
             with contextlib.suppress(KeyboardInterrupt):
                 assert lab.routers is not None
@@ -296,9 +300,14 @@ def run(
             if "running" in progress.tasks:
                 bar.update(progress.tasks["running"], description=f"running {text}"[:60])
 
+        def announce(text: str) -> None:
+            # Never folded: the link must survive a narrow or non-terminal output
+            # (e.g. `vagrant ssh -c`, 80 columns) to be opened as printed.
+            console.print(text, soft_wrap=True)
+
         try:
             run_dir = execute(resolved, RunOptions(results=results.resolve(), progress=progress,
-                                                   live=live, announce=console.print,
+                                                   live=live, announce=announce,
                                                    lock_timeout=wait, fork=fork))
         except PreflightError as exc:
             # Refused before anything was created: no results folder was left.
@@ -398,6 +407,96 @@ def compare(runs: list[Path]) -> None:
     compare_command(runs)
 
 
+@app.command("index")
+def index(
+    results: Path = typer.Option(Path("results"), help="the results folder to read"),
+    profile: str = typer.Option(None, help="only runs of this profile (quick or paper); "
+                                "default: the newest of each profile"),
+) -> None:
+    """Write RESULTS/index.html: every paper result of the newest runs, one table per paper.
+
+    Reads only result folders (no lab), so it can be rebuilt at any time.
+    """
+    from mcclab.analysis.index import build_index
+
+    if not results.is_dir():
+        err.print(f"[red]no results folder[/red] {results}")
+        raise typer.Exit(2)
+    console.print(f"index: {build_index(results, profile)}")
+
+
+@app.command("reproduce")
+def reproduce(
+    profile: str = typer.Option("quick", help="quick or paper (the paper profile runs "
+                                "the paper's number of trials where it averaged several)"),
+    experiment: list[str] = typer.Option(
+        [], "--experiment", "-e", help="only these experiments (repeatable); "
+        "default: every experiment that reproduces a paper result"),
+    results: Path = typer.Option(Path("results"), help="where run folders go"),
+    wait: float = typer.Option(0.0, help="seconds each run waits for another lab"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and its estimate"),
+) -> None:
+    """Run every paper experiment one after the other, then write RESULTS/index.html."""
+    import os
+    import time
+
+    from mcclab.analysis.index import build_index
+    from mcclab.reproduce import execute, new_record_dir, plan
+
+    try:
+        steps = plan(profile, experiment or None, results.resolve(), wait=wait)
+    except SpecError as exc:
+        err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
+    estimate = sum(s.estimate_s for s in steps)
+    console.print(f"{len(steps)} experiments, {sum(s.runs for s in steps)} runs, "
+                  f"about {estimate / 60:.0f} min ({profile} profile)")
+    if dry_run:
+        for s in steps:
+            console.print(f"  {s.experiment:28} {s.kind:6} {s.runs:3} run(s) "
+                          f"~{s.estimate_s / 60:5.1f} min", highlight=False)
+        return
+    if os.geteuid() != 0:
+        err.print("[red]mcclab reproduce needs root[/red] (it builds network namespaces)")
+        raise typer.Exit(2)
+    record = new_record_dir(results)
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    started = time.monotonic()
+    with _progress_bar() as bar:
+        overall = bar.add_task("reproduce", total=estimate)
+        done = [0.0]
+
+        def on_step(k: int, step, outcome) -> None:  # noqa: ANN001
+            if outcome is None:
+                bar.update(overall, description=f"{k}/{len(steps)} {step.experiment}"[:40])
+                return
+            done[0] += step.estimate_s
+            bar.update(overall, completed=done[0])
+            colour = "green" if outcome.status == "complete" else "red"
+            bar.console.print(f"[{colour}]{outcome.status}[/{colour}] {step.experiment} "
+                              f"({outcome.elapsed_s / 60:.1f} min)", highlight=False)
+
+        try:
+            outcomes = execute(steps, results.resolve(), record, on_step)
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted[/yellow]; record: {record}")
+            build_index(results, profile, [s.experiment for s in steps])
+            raise typer.Exit(130) from None
+    page = build_index(results, profile, [s.experiment for s in steps])
+    failed = [o.experiment for o in outcomes if o.status != "complete"]
+    console.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} experiments complete in "
+                  f"{(time.monotonic() - started) / 60:.1f} min; record: {record}")
+    if failed:
+        err.print(f"[red]not complete:[/red] {', '.join(failed)}")
+    console.print(f"index: {page}")
+    if failed:
+        raise typer.Exit(1)
+
+
 @app.command()
 def check(
     file: Path,
@@ -495,6 +594,9 @@ def clean(
     if rest["netns"] or rest["interfaces"]:
         err.print(f"[red]still present:[/red] {rest}")
         raise typer.Exit(1)
+
+
+register_lab_commands(app)  # mcclab lab ..., shell, exec, capture, link (mcclab/labs/cli.py)
 
 
 def main() -> None:

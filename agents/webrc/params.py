@@ -61,10 +61,10 @@ class WebrcParams(BaseModel):
         True, description="a wave's MRTT sample is its first packet's time minus half the "
                           "wave's packet spacing there (sec. 4.4's taut RTT; docs/webrc.md)")
     loss_timing: Literal["detection", "interpolated"] = Field(
-        "detection", description="when a lost packet is taken to have been lost: when its gap "
-        "is detected, or (footnote 4's TFRC, RFC 5348 sec. 5.2) at its interpolated arrival "
-        "between its neighbours; 'interpolated' counts one congestion episode once on slow "
-        "channels too (docs/webrc.md)")
+        "interpolated", description="when a lost packet is taken to have been lost: "
+        "(footnote 4's TFRC, RFC 5348 sec. 5.2) at its interpolated arrival between its "
+        "neighbours on its channel, which counts one congestion episode once on slow channels "
+        "too; or 'detection', when its gap is seen, which counts it again there (docs/webrc.md)")
     initial_artt: Duration = Field(0.5, gt=0, description="ARTT before any MRTT sample")
     epoch_phase: Duration | None = Field(
         None, ge=0, description="epochs end at k*EL + this on the agents' clock (the lab's "

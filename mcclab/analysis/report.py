@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mcclab.analysis import metrics
+from mcclab.analysis.captures import capture_section
 from mcclab.analysis.figures import write_figures
 from mcclab.analysis.results import Run, load_run
 from mcclab.analysis.stalls import allowed, warning_for
@@ -51,6 +52,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .v-pass { background: #e6f4ea; color: #1e6b34; }
 .v-fail { background: #fdecea; color: #a31515; }
 .v-na { background: #eee; color: #555; }
+.marginal { display: inline-block; margin-left: 4px; padding: 0 6px; border-radius: 8px;
+            font-size: 12px; background: #fff4e5; color: #8a4b00; }
 .status-complete { color: #1e6b34; } .status-interrupted { color: #8a4b00; }
 .status-failed { color: #a31515; }
 .status-running, .status-killed { color: #8a4b00; }
@@ -145,6 +148,24 @@ def _window(run: Run) -> str:
     return f"{start:g}–{end:g} s" if end > start else f"empty (warm-up {start:g} s not reached)"
 
 
+MARGINAL_BADGE = "<span class='marginal'>marginal</span>"
+
+
+def _tcp_reading(run: Run) -> str:
+    """Which TCP the run's TCP flows ran: the paper's model (the verdict) or a second reading."""
+    from mcclab.experiment.tcp_models import reading_label
+
+    try:
+        import yaml
+
+        data = yaml.safe_load((run.path / "spec.yaml").read_text()) or {}
+    except (OSError, ValueError):
+        return ""
+    name = (data.get("tcp") or {}).get("model") if isinstance(data, dict) else None
+    label = reading_label(name if isinstance(name, str) else None)
+    return f"<p><strong>TCP:</strong> {_e(label)} (docs/tcp-models.md)</p>" if label else ""
+
+
 def _verdict(verdict: str) -> str:
     """A coloured verdict badge."""
     css = {"pass": "v-pass", "fail": "v-fail", "error": "v-fail"}.get(verdict, "v-na")
@@ -159,8 +180,11 @@ def _quantities(summary: Summary) -> str:
     start, end = summary.window
     window = f"over the window {start:g}–{end:g} s" if end > start else "no measurement window"
     errors = f", {counts['error']} error" if counts["error"] else ""
+    marginal = sum(q.marginal for q in summary.quantities)
+    marginal_note = (f" ({marginal} marginal: within 10 % of the band's edge)"
+                     if marginal else "")
     head = (f"<p class='counts'>{counts['pass']} pass, {counts['fail']} fail, "
-            f"{counts['n/a']} n/a{errors}; {window}.</p>")
+            f"{counts['n/a']} n/a{errors}{marginal_note}; {window}.</p>")
     rows = []
     for q in summary.quantities:
         rows.append(
@@ -169,7 +193,8 @@ def _quantities(summary: Summary) -> str:
             f"<td class='num'>{_e(format_value(q.kind, q.paper, q.unit))}</td>"
             f"<td class='num'>{_e(format_value(q.kind, q.measured, q.unit))}</td>"
             f"<td class='num'>{_e(format_criterion(q))}</td>"
-            f"<td>{_verdict(q.verdict)}</td><td class='why'>{_keep_units(q.note)}</td></tr>")
+            f"<td>{_verdict(q.verdict)}{MARGINAL_BADGE if q.marginal else ''}</td>"
+            f"<td class='why'>{_keep_units(q.note)}</td></tr>")
     widths = "".join(f"<col style='width: {w}%'>" for w in (27, 10, 11, 12, 8, 32))
     return (head + f"<table><colgroup>{widths}</colgroup>"
             "<thead><tr><th>quantity</th><th class='num'>paper</th>"
@@ -279,6 +304,7 @@ def render(run: Run, summary: Summary, figures: list[Path],
 {_stalls_banner(summary)}
 <p>{_e(spec.description)}</p>
 <p><strong>Paper:</strong> {_e(spec.reference or '–')}</p>
+{_tcp_reading(run)}
 {f'<ul class="notes">{notes}</ul>' if notes else ''}
 <h2>Paper versus measured</h2>
 {_quantities(summary)}
@@ -286,6 +312,7 @@ def render(run: Run, summary: Summary, figures: list[Path],
 {_figures(figures, captions)}
 <h2>Flows</h2>
 {_flows(run)}
+{capture_section(run.path)}
 <h2>Run</h2>
 {_run_details(run)}
 <h3>Did the agents get the CPU?</h3>

@@ -13,6 +13,11 @@ Each reference quantity of the spec is measured over the run's window with
   ``error`` holds the exception, so one broken plugin costs one row, not the
   report.
 
+A pass or fail is *marginal* when the measured value lies within 10 % of the
+band's half-width of one of its edges, on either side (:func:`margin`): such a
+verdict would turn over with a small change of the measurement, so the report
+and the criterion tables label it.
+
 Where a quantity names a ``node``, its main flow (``flow``, ``numerator``) is
 measured at that node; the other flows it names (``of_flows``,
 ``denominator``) are measured at that node when they are received there, and
@@ -29,7 +34,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 from mcclab.analysis import metrics, plugins
 from mcclab.analysis.results import Run, Status
-from mcclab.analysis.stalls import Stalls, assess
+from mcclab.analysis.stalls import Stalls, agent_hosts, assess
 from mcclab.experiment.quantities import (
     Fairness,
     Loss,
@@ -42,6 +47,9 @@ from mcclab.experiment.quantities import (
 )
 
 Verdict = Literal["pass", "fail", "n/a", "error"]
+# A verdict whose margin (distance to the band's nearest edge over its half-width) is
+# below this is marginal.
+MARGINAL = 0.10
 # Kinds shown as percentages; fairness and ratio read better as plain numbers.
 PERCENT_KINDS = {"share", "utilisation", "loss"}
 
@@ -58,6 +66,9 @@ class Quantity(BaseModel):
     tolerance: float | None
     within: tuple[float, float] | None
     verdict: Verdict
+    margin: float | None = Field(
+        None, description="distance inside the band (negative: outside) over its half-width")
+    marginal: bool = Field(False, description="a pass or fail within 10 % of a band edge")
     measure: str | None = Field(None, description="the plugin of a 'measure' quantity")
     error: str | None = Field(None, description="why a measure plugin failed")
     # Why the verdict is what it is; shown in the report, kept out of the JSON
@@ -105,6 +116,32 @@ def judge(measured: float, paper: float, tolerance: float | None,
         # A hair of slack so that 'exactly 10% off' passes despite float rounding.
         ok &= abs(measured - paper) <= tolerance * abs(paper) * (1 + 1e-9) + 1e-12
     return "pass" if ok else "fail"
+
+
+def margin(measured: float, paper: float, tolerance: float | None,
+           within: tuple[float, float] | None) -> float | None:
+    """How far a value sits inside its band, as a fraction of the band's half-width.
+
+    1 at the band's centre, 0 on its edge, negative outside it (a fail); None when
+    there is no finite band or value. With a tolerance and a range, the band is their
+    intersection, as the verdict requires both.
+    """
+    if not math.isfinite(measured):
+        return None
+    lo, hi = -math.inf, math.inf
+    if tolerance is not None:
+        lo, hi = paper - tolerance * abs(paper), paper + tolerance * abs(paper)
+    if within is not None:
+        lo, hi = max(lo, within[0]), min(hi, within[1])
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return None
+    half = (hi - lo) / 2
+    return (half - abs(measured - (lo + half))) / half
+
+
+def is_marginal(verdict: str, value: float | None) -> bool:
+    """A pass or fail whose :func:`margin` ``value`` is within :data:`MARGINAL` of 0."""
+    return verdict in ("pass", "fail") and value is not None and abs(value) < MARGINAL
 
 
 class _Measure:
@@ -198,11 +235,16 @@ def evaluate(ref: Reference, run: Run) -> Quantity:
                         note=f"{ref.measure} failed: {message}")
     verdict = judge(value, ref.paper, ref.tolerance, ref.within)
     measured = value if math.isfinite(value) else None
+    inside = margin(value, ref.paper, ref.tolerance, ref.within)
+    marginal = is_marginal(verdict, inside)
     if measured is None:
         note = measure.why_missing(ref)
     else:
         note = describe(ref.kind, value, ref.paper, ref.tolerance, ref.within, unit)
-    return Quantity(**common, measured=measured, verdict=verdict, note=note)
+        if marginal:
+            note += "; marginal: within 10 % of the band's edge"
+    return Quantity(**common, measured=measured, verdict=verdict, note=note,
+                    margin=inside if verdict in ("pass", "fail") else None, marginal=marginal)
 
 
 def summarise(run: Run) -> Summary:
@@ -211,7 +253,7 @@ def summarise(run: Run) -> Summary:
     return Summary(
         experiment=run.info.experiment, run_id=run.info.run_id, status=run.info.status,
         window=(start, end), quantities=[evaluate(ref, run) for ref in run.spec.references],
-        agent_stalls=assess(run.agents, (start, end)),
+        agent_stalls=assess(run.agents, (start, end), hosts=agent_hosts(run.path)),
     )
 
 

@@ -63,6 +63,21 @@ def _overloaded(point: SweepPoint) -> str:
     return "<div class='v-fail'>overloaded: the agents stalled (see its report)</div>"
 
 
+def _reading(key: str, point: SweepPoint) -> str:
+    """Under a swept TCP model: whether its row is the verdict or a second reading."""
+    if key != "tcp.model":
+        return ""
+    from mcclab.experiment.tcp_models import model
+
+    try:
+        verdict = model(str(point.record.set.get(key))).verdict
+    except (KeyError, ValueError):
+        return ""
+    text = ("the paper's TCP: the verdict" if verdict
+            else "Linux's TCP: a second reading, not the verdict")
+    return f"<div class='why'>{_e(text)}</div>"
+
+
 def _table(sweep: Sweep) -> str:
     """One row per run: the swept values, the run, its status, and each quantity."""
     if not sweep.points:
@@ -78,7 +93,8 @@ def _table(sweep: Sweep) -> str:
     rows = []
     for point in sweep.points:
         by_label = {q.label: q for q in (point.summary.quantities if point.summary else [])}
-        cells = "".join(f"<td>{_e(point.record.set.get(k, '–'))}</td>" for k in sweep.keys)
+        cells = "".join(f"<td>{_e(point.record.set.get(k, '–'))}{_reading(k, point)}</td>"
+                        for k in sweep.keys)
         cells += (f"<td>{_run_link(sweep, point)}</td>"
                   f"<td class='status-{_e(point.record.status)}'>{_e(point.record.status)}"
                   + (f"<div class='why'>{_e(point.record.error)}</div>"

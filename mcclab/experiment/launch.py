@@ -8,9 +8,10 @@ The runner only executes the list; tests assert on it.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,16 @@ from mcclab.experiment.spec import (
     TcpFlow,
     UdpFlow,
     carries_tcp,
+    tcp_model,
 )
+from mcclab.experiment.tcp_models import host_sysctls
 from mcclab.model.addressing import AddressPlan
 from mcclab.net.node_config import netns_name
 from mcclab.net.tcp_window import clamp_cmds
 
 IPERF_BASE_PORT = 5201
 METRICS_BASE_PORT = 9464
+HOST_METRICS_BASE_PORT = 9400  # + the host's number: agent hosts' endpoints
 AGENT_PORT = 5500
 FEEDBACK_BASE_PORT = 5600  # + the flow's index: one feedback port per session
 
@@ -46,6 +50,7 @@ class Launch:
     stop: float | None  # None: stopped at the end of the run
     log: str  # absolute path of the process's output
     peer: str | None = None  # the receiving node, for client logs measured at the server
+    host: str | None = None  # the agent host that runs this agent (None: its own process)
 
 
 @dataclass
@@ -56,6 +61,9 @@ class LaunchPlan:
     files: dict[str, str] = field(default_factory=dict)  # path -> content
     setup: list[Cmd] = field(default_factory=list)  # run once the lab is up, before any flow
     onoff: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    # How agents run, for run.json: {"mode": "process"} or {"mode": "host", "hosts":
+    # {host: [{"flow", "role", "node"}, ...]}}.
+    agents: dict[str, Any] = field(default_factory=lambda: {"mode": "process"})
 
 
 def groups_for(index: int, channels: int, ssm: bool) -> list[str]:
@@ -90,12 +98,13 @@ def on_off_periods(flow: OnOffFlow, seed: int, end: float) -> list[tuple[float, 
     return [(a, b) for a, b in out if b - a >= 0.5]  # iperf3 needs a whole-ish second
 
 
-def _iperf_client(flow: Any, address: str, port: int, seconds: float, carrier: str) -> tuple:
-    """iperf3 client argv; congestion control is set per socket (-C), not host-wide."""
+def _iperf_client(flow: Any, address: str, port: int, seconds: float, carrier: str,
+                  cc: str = "reno") -> tuple:
+    """iperf3 client argv; congestion control (the flow's TCP model's) is set per socket (-C)."""
     argv = ["iperf3", "-c", address, "-p", str(port), "-t", f"{max(seconds, 1):.0f}",
             "-i", "1", "-f", "k", "--forceflush"]
     if carrier == "tcp":
-        argv += ["-C", flow.cc]
+        argv += ["-C", cc]
         if getattr(flow, "mss", None):
             argv += ["-M", str(flow.mss)]
     else:
@@ -129,18 +138,21 @@ def _udp_onoff(out: LaunchPlan, flow: OnOffFlow, periods: list[tuple[float, floa
 
 
 def host_setup(exp: Experiment) -> list[Cmd]:
-    """Per-host settings the flows ask for: SACK off where a TCP sender says ``sack: false``.
+    """Per-host settings of the TCP senders' model: SACK, RACK, TLP and F-RTO off where it says.
 
-    SACK is negotiated in the handshake, so turning it off at the sender is enough.
+    Each is a sysctl of the sender's namespace. SACK is negotiated in the
+    handshake, and RACK, TLP and F-RTO are the sender's loss recovery, so the
+    sender is enough. The spec makes every TCP flow of one sender agree.
     """
-    hosts = sorted({f.sender for f in exp.flows if carries_tcp(f) and not f.sack})
-    return [sysctl(netns_name(h), "net.ipv4.tcp_sack", 0) for h in hosts]
+    keys = sorted({(f.sender, key, value) for f in exp.flows if carries_tcp(f)
+                   for key, value in host_sysctls(tcp_model(exp, f))})
+    return [sysctl(netns_name(h), key, value) for h, key, value in keys]
 
 
 def window_setup(exp: Experiment, plan: AddressPlan, python: str = sys.executable) -> list[Cmd]:
-    """The window ceilings the TCP flows ask for (``max_window``), per sender and receiver."""
-    pairs = sorted({(f.sender, f.receiver, f.max_window) for f in exp.flows
-                    if carries_tcp(f) and f.max_window is not None})
+    """The window ceilings of the TCP flows' model (``max_window``), per sender and receiver."""
+    pairs = sorted({(f.sender, f.receiver, tcp_model(exp, f).max_window) for f in exp.flows
+                    if carries_tcp(f) and tcp_model(exp, f).max_window is not None})
     out: list[Cmd] = []
     for sender, receiver, segments in pairs:
         dest = plan.address_of(receiver)
@@ -151,7 +163,7 @@ def window_setup(exp: Experiment, plan: AddressPlan, python: str = sys.executabl
 
 
 def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
-                  python: str = sys.executable) -> LaunchPlan:
+                  python: str = sys.executable, cores: int | None = None) -> LaunchPlan:
     """Every process the experiment starts, with its times, node and log file."""
     from agents.runtime.registry import get
 
@@ -215,7 +227,90 @@ def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
             # A client that runs to the end of the experiment outlasts it and is
             # stopped by the runner, so its last whole second is still reported.
             seconds = b - a if b < exp.duration else b - a + 3
-            argv = _iperf_client(flow, address, port, seconds, carrier)
+            argv = _iperf_client(flow, address, port, seconds, carrier,
+                                 tcp_model(exp, flow).cc)
             out.launches.append(Launch(flow.name, "client", flow.sender, argv, a, None, log,
                                        peer=flow.receiver))
+    if exp.agents.mode == "host":
+        host_agents(out, plan, run_dir, python, host_count(exp, out, cores))
     return out
+
+
+# --- agent hosts (agents.host) ---------------------------------------------------------------
+
+def host_count(exp: Experiment, out: LaunchPlan, cores: int | None = None) -> int:
+    """How many agent hosts the run starts: the spec's number, or one per core (``cores``,
+    default this machine's), never more than there are agents."""
+    agents = sum(launch.role in ("sender", "receiver") for launch in out.launches)
+    wanted = exp.agents.hosts
+    if wanted == "per-core":
+        wanted = cores if cores is not None else (os.cpu_count() or 1)
+    return max(1, min(int(wanted), agents))
+
+
+def assign_hosts(agents: list[Launch], count: int) -> list[list[int]]:
+    """Indexes into ``agents`` per host: senders first, then receivers, dealt out in turn.
+
+    Each host then gets its share of the senders (which pace and so wake most often)
+    and of the receivers, and with one host per core each loop has a core's worth.
+    """
+    order = sorted(range(len(agents)),
+                   key=lambda i: (agents[i].role != "sender", agents[i].flow, agents[i].node))
+    hosts: list[list[int]] = [[] for _ in range(count)]
+    for k, i in enumerate(order):
+        hosts[k % count].append(i)
+    return [sorted(h) for h in hosts]
+
+
+def host_agents(out: LaunchPlan, plan: AddressPlan, run_dir: Path, python: str,
+                count: int) -> None:
+    """Move the plan's agents into ``count`` agent hosts.
+
+    Each agent keeps its launch (its times and log, for the tables), marked with its host
+    and without a ``--metrics`` endpoint: the host's one endpoint serves its agents'
+    series with their own labels. A host launch starts at time 0 and starts and stops its
+    agents on their schedule; its plan file is ``sessions/<host>.json``.
+    """
+    from mcclab.net.setns import NETNS_DIR
+
+    index = [i for i, launch in enumerate(out.launches) if launch.role in ("sender", "receiver")]
+    if not index:
+        return
+    agents = [out.launches[i] for i in index]
+    hosts: dict[str, list[dict[str, str]]] = {}
+    for number, members in enumerate(assign_hosts(agents, count), start=1):
+        name = f"agent-host-{number}"
+        home = agents[members[0]].node
+        entries = []
+        for m in members:
+            launch = agents[m]
+            entries.append({
+                "role": launch.role, "node": launch.node,
+                "netns": str(NETNS_DIR / netns_name(launch.node)),
+                "session": _arg(launch.argv, "--session"), "log": launch.log,
+                "start": launch.start, "stop": launch.stop})
+            out.launches[index[m]] = replace(launch, argv=_without(launch.argv, "--metrics"),
+                                              host=name)
+        plan_file = str(run_dir / "sessions" / f"{name}.json")
+        metrics = f"{plan.control[home].ip}:{HOST_METRICS_BASE_PORT + number}"
+        out.files[plan_file] = json.dumps({"name": name, "agents": entries}, indent=1)
+        out.launches.append(Launch(name, "host", home,
+                                   (python, "-m", "agents.host", "--plan", plan_file,
+                                    "--metrics", metrics),
+                                   0.0, None, str(run_dir / "logs" / f"{name}.out")))
+        hosts[name] = [{"flow": agents[m].flow, "role": agents[m].role, "node": agents[m].node}
+                       for m in members]
+    out.agents = {"mode": "host", "hosts": hosts}
+
+
+def _arg(argv: tuple[str, ...], flag: str) -> str:
+    """The value after ``flag`` in an argv."""
+    return argv[argv.index(flag) + 1]
+
+
+def _without(argv: tuple[str, ...], flag: str) -> tuple[str, ...]:
+    """``argv`` without ``flag`` and its value."""
+    if flag not in argv:
+        return argv
+    i = argv.index(flag)
+    return argv[:i] + argv[i + 2:]

@@ -38,11 +38,22 @@ from typing import Any
 
 import yaml
 
+from mcclab.commands import Cmd
 from mcclab.experiment import tables
+from mcclab.experiment.captures import start_captures
 from mcclab.experiment.launch import Launch, LaunchPlan, plan_launches
 from mcclab.experiment.loader import REPO, Resolved
 from mcclab.experiment.record import runner_identity
 from mcclab.experiment.spec import Experiment, MulticastFlow
+from mcclab.experiment.starts import (
+    Gate,
+    Starter,
+    StartRecord,
+    armed_argv,
+    boot_clock,
+    read_marks,
+    spawn_armed,
+)
 from mcclab.forkserver import ForkServer, forkable, preload, start_tool
 from mcclab.lab import Lab, LabOptions, PreflightError
 from mcclab.model.topology import Topology
@@ -165,6 +176,8 @@ class RunState:
     iperf: dict[str, IperfWatch] = field(default_factory=dict)  # flow -> its server's log
     sinks: dict[str, tuple[TrackedProcess, Path]] = field(default_factory=dict)  # flow -> out
     forks: ForkServer | None = None
+    starts: StartRecord = field(default_factory=StartRecord)  # tables/starts.csv
+    agents: dict[str, Any] = field(default_factory=lambda: {"mode": "process"})  # run.json's
     stop: Stopper = field(default_factory=Stopper)
     runner: dict[str, Any] = field(default_factory=runner_identity)
 
@@ -269,6 +282,8 @@ def _run_record(res: Resolved, st: RunState) -> dict[str, Any]:
         "iperf_test_starts_s": {flow: [round(t, 3) for t in watch.starts]
                                 for flow, watch in st.iperf.items()},
         "python_tools_started_by": "fork server" if st.forks is not None else "exec",
+        **_start_lags(st),
+        "agents": st.agents,
         **st.runner,
         **({"phase": st.stop.phase} if st.status == "running" else {}),
         "interrupted_phase": first[1] if first else None,
@@ -341,7 +356,16 @@ def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
     out = Path(launch.log) if launch.role in ("server", "client") else Path(
         launch.log).with_suffix(".out")
     what = f"flow {launch.flow} {launch.role} {launch.node}"
-    proc = start_tool(lab.state, st.forks, launch.argv, netns_name(launch.node), out, what)
+    argv = launch.argv
+    if launch.role == "host":
+        # The host starts and stops its agents on the run's clock (CLOCK_MONOTONIC, the
+        # same in every namespace), not on its own start.
+        what = f"agent host {launch.flow} at {launch.node}"
+        argv = (*argv, "--t0", f"{st.t0:.6f}")
+    elif launch.role == "source":
+        # An on/off UDP source keeps the run's schedule however late it was forked.
+        argv = (*argv, "--t0", f"{st.t0:.6f}")
+    proc = start_tool(lab.state, st.forks, argv, netns_name(launch.node), out, what)
     st.running[index] = proc
     if launch.role == "server":
         st.iperf[launch.flow] = IperfWatch(out)
@@ -350,6 +374,76 @@ def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
         # Not waited for here: dozens start together (ormcc-table2), each source waits
         # for its own sink instead.
         st.sinks[launch.flow] = (proc, out)
+
+
+def _start_listeners(lab: Lab, lp: LaunchPlan, st: RunState, indices: list[int]) -> None:
+    """Start the listeners planned at 0 (iperf3 servers) all at once, before the clock,
+    then wait for them together until each listens."""
+    waiting: dict[str, tuple[TrackedProcess, Path]] = {}
+    for i in indices:
+        launch = lp.launches[i]
+        out = Path(launch.log)
+        proc = start_tool(lab.state, st.forks, launch.argv, netns_name(launch.node), out,
+                          f"flow {launch.flow} {launch.role} {launch.node}")
+        st.running[i] = proc
+        st.iperf[launch.flow] = IperfWatch(out)
+        waiting[launch.flow] = (proc, out)
+
+    def listening() -> bool:
+        for flow, (proc, out) in list(waiting.items()):
+            if not proc.alive():
+                raise RuntimeError(f"iperf3 server of {flow} exited: "
+                                   f"{out.read_text(errors='replace')[-500:]}")
+            if "Server listening" in out.read_text(errors="replace"):
+                del waiting[flow]
+        return not waiting
+
+    if waiting:
+        wait_for(listening, 10.0 + 0.1 * len(waiting), f"{len(waiting)} iperf3 servers")
+
+
+def _starter(lab: Lab, lp: LaunchPlan, st: RunState) -> Starter:
+    """The run's starts (mcclab.experiment.starts): listeners before the clock, iperf3
+    clients armed behind a gate the clock opens, the rest by the loop on time."""
+    gate = Gate()
+    marks = st.run_dir / "logs" / "armed-starts.txt"
+
+    def arm(i: int, delay: float) -> None:
+        launch = lp.launches[i]
+        argv = armed_argv(launch.argv, delay, str(i), marks)
+        st.running[i] = spawn_armed(lab.state, Cmd(argv, netns_name(launch.node)), gate,
+                                    Path(launch.log),
+                                    f"flow {launch.flow} {launch.role} {launch.node}")
+
+    return Starter(lp.launches, time.monotonic,
+                   lambda indices: _start_listeners(lab, lp, st, indices), arm, gate.release,
+                   lambda i: _start(lab, lp.launches[i], st, i), record=st.starts)
+
+
+def _start_lags(st: RunState) -> dict[str, Any]:
+    """run.json's summary of tables/starts.csv: the worst lag and the late launches."""
+    if not st.starts.starts or st.status == "running":
+        return {}  # armed starts are read from their marks once the run is over
+    worst = st.starts.worst()
+    return {"start_lag_max_s": None if worst is None else round(worst, 3),
+            "starts_late": len(st.starts.late())}
+
+
+def _write_starts(lp: LaunchPlan, st: RunState) -> None:
+    """tables/starts.csv: each launch's planned and real start, and an iperf3 test's begin."""
+    st.starts.take_marks(read_marks(st.run_dir / "logs" / "armed-starts.txt"))
+    tests: dict[int, float] = {}
+    for flow, watch in st.iperf.items():
+        clients = [i for i, launch in enumerate(lp.launches)
+                   if launch.flow == flow and launch.role == "client"]
+        tests.update({i: round(at, 3) for i, at in zip(clients, watch.starts, strict=False)})
+
+    def describe(i: int) -> dict[str, object]:
+        launch = lp.launches[i]
+        return {"flow": launch.flow, "role": launch.role, "node": launch.node,
+                "test_began_s": tests.get(i, "")}
+
+    st.starts.write(st.run_dir / "tables" / "starts.csv", describe)
 
 
 def _sample_links(lab: Lab, st: RunState, t: int) -> None:
@@ -421,9 +515,11 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
         lab.up()
         _write_json(run_dir / "env.json", environment(lab))
         launch_plan = plan_launches(exp, lab.plan, run_dir)
+        st.agents = launch_plan.agents
         for path, content in launch_plan.files.items():
             Path(path).write_text(content)
         lab.runner.run_all(launch_plan.setup)
+        start_captures(lab, exp, run_dir)  # pcaps in captures/; teardown stops them
         tools = {target[0] for launch in launch_plan.launches
                  if (target := forkable(launch.argv)) is not None}
         if options.fork and tools:
@@ -488,21 +584,23 @@ def _timeline(lab: Lab, duration: float, lp: LaunchPlan, st: RunState,
     ``record`` rewrites run.json every RECORD_EVERY seconds, so the record of a runner
     killed outright still says how far it got.
     """
-    order = sorted(range(len(lp.launches)), key=lambda i: lp.launches[i].start)
+    # Agents in a host are started and stopped by their host (agents.host).
+    order = sorted((i for i, launch in enumerate(lp.launches) if launch.host is None),
+                   key=lambda i: lp.launches[i].start)
     # Servers first and receivers before senders at equal times, so nothing is lost to
     # a listener that is not there yet.
-    rank = {"server": 0, "sink": 0, "receiver": 1, "sender": 2, "client": 3, "source": 3}
+    rank = {"server": 0, "sink": 0, "receiver": 1, "host": 1, "sender": 2, "client": 3,
+            "source": 3}
     order.sort(key=lambda i: (lp.launches[i].start, rank[lp.launches[i].role]))
-    pending = list(order)
     stops = {i: lp.launches[i].stop for i in order if lp.launches[i].stop is not None}
-    st.t0 = time.monotonic()
+    starter = _starter(lab, lp, st)
+    st.t0 = starter.begin(order)
+    st.starts.boot_t0 = boot_clock() - (time.monotonic() - st.t0)
     next_second = 1
     while True:
         now = time.monotonic() - st.t0
         st.elapsed = min(now, duration)
-        while pending and lp.launches[pending[0]].start <= now:
-            i = pending.pop(0)
-            _start(lab, lp.launches[i], st, i)
+        busy = starter.due()  # True: more are due, so no sleep this turn
         for watch in st.iperf.values():
             watch.poll(time.monotonic() - st.t0)
         due = [i for i, stop in stops.items() if stop <= now and i in st.running]
@@ -521,7 +619,8 @@ def _timeline(lab: Lab, duration: float, lp: LaunchPlan, st: RunState,
             next_second += 1
         if now >= duration + TAIL:
             break
-        time.sleep(min(0.05, max(0.0, next_second - now)))
+        if not busy:
+            time.sleep(min(0.05, max(0.0, next_second - now)))
 
 
 def _stop_flows(st: RunState) -> None:
@@ -615,6 +714,7 @@ def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
               for launch in lp.launches if launch.role in ("sender", "receiver")]
     tables.agent_timing_table(timing, st.t0).to_csv(st.run_dir / "tables" / "agents.csv",
                                                     index=False)
+    _write_starts(lp, st)
     if st.links is not None:
         st.links.close()
 

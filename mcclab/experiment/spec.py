@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from mcclab.experiment.quantities import FigureRef, Reference, ip_bits_problem
+from mcclab.experiment.tcp_models import CongestionControl, TcpModel, Window, model
 from mcclab.model.topology import (
     IgmpSettings,
     LinkOverride,
@@ -24,11 +25,9 @@ from mcclab.model.topology import (
 )
 from mcclab.model.units import (
     NonNegDuration,
-    Packets,
     PositiveDuration,
     PositiveRate,
     Size,
-    format_packets,
     format_size,
     in_range,
     show_duration,
@@ -47,7 +46,6 @@ IperfUdpSize = Annotated[Size, in_range(format_size, 16, 65507,
 OnOffUdpSize = Annotated[Size, in_range(format_size, 8, 65507,
                                         why="an 8-byte sequence number up to a UDP payload's "
                                         "largest")]
-Window = Annotated[Packets, in_range(format_packets, 1, why="a window holds a packet")]
 # iperf3 refuses tests longer than a day (its MAX_TIME).
 IPERF_MAX_SECONDS = 86400.0
 # The agents refuse link-local groups (agents.runtime.session): never routed.
@@ -103,11 +101,13 @@ class MulticastFlow(_Flow):
 
 SACK_DOC = ("false: the sender's namespace runs TCP without selective acknowledgements "
             "(net.ipv4.tcp_sack=0), closer to ns-2's Reno, which has none; a per-host "
-            "setting, so every TCP flow from one sender must agree")
+            "setting, so every TCP flow from one sender must agree; only without the "
+            "experiment's tcp model")
 WINDOW_DOC = ("ceiling on the sender's congestion window, e.g. 20pkt: ns-2's Agent/TCP "
               "window_, which is 20 packets unless a script changes it; set as a locked "
               "cwnd metric on the sender's route to the receiver, so every TCP flow from "
-              "one sender to one receiver must agree; default: no ceiling")
+              "one sender to one receiver must agree; default: no ceiling; only without the "
+              "experiment's tcp model")
 
 
 class TcpFlow(_Flow):
@@ -116,7 +116,7 @@ class TcpFlow(_Flow):
     type: Literal["tcp"]
     sender: NodeName
     receiver: NodeName
-    cc: Literal["reno", "cubic", "bbr"] = "reno"
+    cc: CongestionControl = "reno"
     mss: Mss | None = Field(None, description="TCP maximum segment size, e.g. 1000B "
                             "(88B to 1460B)")
     sack: bool = Field(True, description=SACK_DOC)
@@ -150,7 +150,7 @@ class OnOffFlow(_Flow):
     carrier: Literal["tcp", "udp"] = "udp"
     rate: PositiveRate | None = Field(None, description="UDP rate (required for carrier udp)")
     packet_size: OnOffUdpSize = 1000
-    cc: Literal["reno", "cubic", "bbr"] = "reno"
+    cc: CongestionControl = "reno"
     sack: bool = Field(True, description=SACK_DOC)
     max_window: Window | None = Field(None, description=WINDOW_DOC)
     # Not "on"/"off": YAML 1.1 reads those words as booleans.
@@ -200,6 +200,17 @@ class Profile(StrictModel):
                                 description="dotted keys to override, e.g. duration: 30s")
 
 
+class AgentSettings(StrictModel):
+    """How the run starts its protocol agents: one process each, or agent hosts."""
+
+    mode: Literal["process", "host"] = Field(
+        "process", description="process: one process per agent (agents.run); host: agent "
+        "hosts, each running many agents on one event loop (agents.host)")
+    hosts: Annotated[int, Field(ge=1)] | Literal["per-core"] = Field(
+        "per-core", description="how many agent hosts in host mode: a number, or one per "
+        "CPU core; never more than there are agents")
+
+
 class SweepSpec(StrictModel):
     """A parameter sweep: the product of the values of dotted keys, each point one run."""
 
@@ -227,6 +238,44 @@ class SweepSpec(StrictModel):
                 for combo in itertools.product(*self.over.values())]
 
 
+class TcpChoice(StrictModel):
+    """The TCP model every TCP flow of the experiment runs (experiments/tcp/models.yaml)."""
+
+    model: str = Field(description="a model of experiments/tcp/models.yaml: the paper's "
+                       "TCP (e.g. webrc, ormcc, stair) or linux-reno, Linux's default; sets "
+                       "every TCP flow's cc, window ceiling, SACK, RACK, TLP and F-RTO")
+
+    @model_validator(mode="after")
+    def _known(self) -> TcpChoice:
+        try:
+            model(self.model)
+        except KeyError as exc:
+            raise ValueError(f"model: {exc.args[0]}") from None
+        return self
+
+
+# A flow under a TCP model may not choose these: the model is set per paper.
+MODEL_FIELDS = ("cc", "sack", "max_window")
+
+
+class CaptureSpec(StrictModel):
+    """A packet capture the run takes (mcclab.experiment.captures): pcap in captures/."""
+
+    on: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,7}([-:][a-z][a-z0-9]{0,7})?$",
+                             description="a link (r1-r2: on r1's interface) or a node "
+                             "(all its interfaces)")]
+    filter: str = Field("routing", min_length=1, description="igmp, pim, routing (both), "
+                        "multicast, udp, tcp, all, or a BPF expression")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _on_key(cls, data: Any) -> Any:
+        """YAML 1.1 (PyYAML) reads the key ``on`` as the boolean true: take it back."""
+        if isinstance(data, dict) and True in data and "on" not in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
+
 class Experiment(StrictModel):
     """A complete experiment."""
 
@@ -241,12 +290,20 @@ class Experiment(StrictModel):
     # The link emulator takes seeds in [0, 2^53] (linkemu/config.c).
     seed: int = Field(1, ge=0, le=2**53)
     flows: list[Flow] = Field(min_length=1)
+    tcp: TcpChoice | None = Field(
+        None, description="the TCP model of the paper (experiments/tcp/models.yaml); "
+        "without it each TCP flow's own cc, sack and max_window apply")
     references: list[Reference] = Field(default_factory=list)
     figures: list[FigureRef] = Field(
         default_factory=list, description="plugin figures drawn for each run, with the built-ins")
     profiles: dict[Literal["quick", "paper"], Profile] = Field(default_factory=dict)
+    agents: AgentSettings = Field(default_factory=AgentSettings,
+                                  description="how the protocol agents are started")
     sweeps: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")], SweepSpec] = Field(
         default_factory=dict, description="named sweeps, run with 'mcclab sweep'")
+    captures: list[CaptureSpec] = Field(
+        default_factory=list, description="packet captures of the run; the report shows "
+        "their IGMP and PIM messages as a timeline")
 
     @model_validator(mode="after")
     def _timeline(self) -> Experiment:
@@ -262,6 +319,14 @@ class Experiment(StrictModel):
         for i, flow in enumerate(self.flows):
             _flow_in_run(i, flow, self.duration)
         tcp = [(i, f) for i, f in enumerate(self.flows) if carries_tcp(f)]
+        if self.tcp is not None:
+            for i, flow in tcp:
+                for name in MODEL_FIELDS:
+                    if name in flow.model_fields_set:
+                        raise ValueError(
+                            f"flows[{i}].{name}: set by the TCP model ({self.tcp.model}, "
+                            "experiments/tcp/models.yaml), one per paper; a flow does not "
+                            "choose its own")
         _agree(tcp, "sack", lambda f: f.sender, "SACK is set per host and both send from")
         _agree(tcp, "max_window", lambda f: (f.sender, f.receiver),
                "the ceiling is set per route and both go from")
@@ -316,6 +381,17 @@ def _agree(flows: list[tuple[int, Any]], field: str, key: Any, why: str) -> None
             place = repr(where) if isinstance(where, str) else f"{where[0]!r} to {where[1]!r}"
             raise ValueError(f"flows[{i}].{field}: {value} differs from flows[{j}].{field} "
                              f"({seen}), but {why} {place}")
+
+
+def tcp_model(exp: Experiment, flow: Any) -> TcpModel:
+    """The TCP a flow runs: the experiment's model, or the flow's own settings without one."""
+    if exp.tcp is not None:
+        return model(exp.tcp.model)
+    # Built from already-validated fields: no second parse of the window's units.
+    return TcpModel.model_construct(
+        paper="none: the flow's own settings", testbed="this lab's kernel", verdict=False,
+        cc=flow.cc, max_window=flow.max_window, sack=flow.sack, rack=True, tlp=True, frto=True,
+        why=dict.fromkeys(("cc", "max_window", "sack", "rack", "tlp", "frto"), "the flow's own"))
 
 
 def carries_tcp(flow: Any) -> bool:

@@ -58,3 +58,28 @@ def test_a_sender_with_sack_false_negotiates_no_sack(pair):
     rx = subprocess.run(in_ns(RECEIVER, "sysctl", "-n", "net.ipv4.tcp_sack"),
                         capture_output=True, text=True, check=True).stdout.strip()
     assert rx == "1"
+
+
+RECOVERY = ("net.ipv4.tcp_sack", "net.ipv4.tcp_recovery", "net.ipv4.tcp_early_retrans",
+            "net.ipv4.tcp_frto")
+
+
+def sysctls(ns: str | None) -> dict[str, str]:
+    """The four loss-recovery sysctls as a namespace (None: the host) sees them."""
+    argv = ("sysctl", "-n", *RECOVERY)
+    out = subprocess.run(in_ns(ns, *argv) if ns else list(argv), capture_output=True,
+                         text=True, check=True).stdout.split()
+    return dict(zip(RECOVERY, out, strict=True))
+
+
+@pytest.mark.parametrize("model,off", [("webrc", True), ("linux-reno", False)])
+def test_a_papers_tcp_model_turns_recovery_off_in_the_senders_namespace_only(pair, model, off):
+    """RACK, TLP, F-RTO and SACK are per-namespace sysctls: the model's sender alone changes."""
+    exp = Experiment.model_validate({
+        "name": "model", "topology": "none.yaml", "duration": "10s", "tcp": {"model": model},
+        "flows": [{"name": "tcp", "type": "tcp", "sender": SENDER, "receiver": RECEIVER}]})
+    host, receiver, before = sysctls(None), sysctls(RECEIVER), sysctls(SENDER)
+    pair.run_all(host_setup(exp))
+    assert sysctls(SENDER) == (dict.fromkeys(RECOVERY, "0") if off else before)
+    assert sack_negotiated() is not off
+    assert sysctls(RECEIVER) == receiver and sysctls(None) == host

@@ -142,3 +142,18 @@ def test_link_directions_are_not_mixed():
     assert (rows["bytes_out"].diff().dropna() == 125_000).all()
     assert [label for label, _ in link_directions(pd.DataFrame(data), share=0.01)] \
         == ["a→b", "b→a"]
+
+
+def test_a_marginal_verdict_is_labelled(tmp_path):
+    # m runs at 500 kbit/s: 490 +- 2 % puts it 0.2 kbit/s outside the band's edge (a
+    # fail, margin -0.02), 400 +- 30 % well inside (margin 0.17).
+    folder = write_run(tmp_path / "e" / "r", rows("m", "multicast", "r1", 5e5, range(1, 61)),
+                       references=[{"kind": "throughput", "label": "near", "flow": "m",
+                                    "paper": "490kbit", "tolerance": "2%"},
+                                   {"kind": "throughput", "label": "far", "flow": "m",
+                                    "paper": "400kbit", "tolerance": "30%"}])
+    page = build_report(folder).read_text()
+    near, far = (page.split(f"<tr><td>{label}<")[1].split("</tr>")[0] for label in ("near", "far"))
+    assert "class='marginal'>marginal</span>" in near
+    assert "marginal" not in far
+    assert "(1 marginal: within 10 % of the band's edge)" in page

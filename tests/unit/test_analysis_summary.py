@@ -13,6 +13,7 @@ from mcclab.analysis.summary import (
     format_criterion,
     format_value,
     judge,
+    margin,
     summarise,
     write_summary,
 )
@@ -163,14 +164,15 @@ def test_summary_json_is_the_contract(tmp_path):
     assert (data["experiment"], data["run_id"], data["status"]) == ("exp", "run1", "complete")
     assert data["window"] == [10.0, 60.0]
     keys = {"label", "kind", "source", "paper", "measured", "unit", "tolerance", "within",
-            "verdict"}
+            "verdict", "margin", "marginal"}
     assert all(set(q) == keys for q in data["quantities"])
     first, second, third = data["quantities"]
     assert first == {"label": "m", "kind": "throughput", "source": "", "paper": 1.5e6,
                      "measured": 1.5e6, "unit": "bit/s", "tolerance": 0.1, "within": None,
-                     "verdict": "pass"}
+                     "verdict": "pass", "margin": 1.0, "marginal": False}
     assert second["within"] == [0.4, 0.6] and second["tolerance"] is None
     assert third["measured"] is None and third["verdict"] == "n/a"
+    assert third["margin"] is None and third["marginal"] is False
 
 
 def test_wording(tmp_path):
@@ -184,3 +186,35 @@ def test_wording(tmp_path):
                            "paper": 0.55, "tolerance": "5%", "within": [0.4, 0.6]})
     assert format_criterion(q) == "±5 % and [40 %, 60 %]"
     assert q.note == "9.09 % below the paper's value; allowed ±5 %; inside [40 %, 60 %]"
+
+
+def test_margin_is_the_distance_to_the_band_edge_over_its_half_width():
+    assert margin(1.0, 1.0, 0.1, None) == pytest.approx(1.0)  # the centre
+    assert margin(1.1, 1.0, 0.1, None) == pytest.approx(0.0)  # on the edge
+    assert margin(1.2, 1.0, 0.1, None) == pytest.approx(-1.0)  # a half-width outside
+    assert margin(0.55, 0.5, None, (0.45, 0.65)) == pytest.approx(1.0)  # the middle is 0.55
+    assert margin(0.45 + 0.004, 0.5, None, (0.45, 0.65)) == pytest.approx(0.04)
+    # both criteria: the band is their intersection, [0.9, 1.05]
+    assert margin(1.04, 1.0, 0.1, (0.0, 1.05)) == pytest.approx(0.01 / 0.075)
+    assert margin(math.nan, 1.0, 0.1, None) is None
+    assert margin(1.0, 1.0, None, None) is None  # no band
+
+
+@pytest.mark.parametrize(("paper", "tolerance", "verdict", "marginal"), [
+    ("1.5Mbit", "10%", "pass", False),   # m at 1.5 Mbit/s: the centre of the band
+    ("1.37Mbit", "10%", "pass", True),   # 1.5 is 5 % of a half-width inside the edge
+    ("1.36Mbit", "10%", "fail", True),   # 1.5 is 2.9 % of a half-width outside it
+    ("1.2Mbit", "10%", "fail", False),   # far outside
+])
+def test_a_verdict_near_the_band_edge_is_marginal(tmp_path, paper, tolerance, verdict, marginal):
+    q = measure(tmp_path, {"kind": "throughput", "label": "q", "flow": "m", "paper": paper,
+                           "tolerance": tolerance})
+    assert q.verdict == verdict
+    assert q.marginal is marginal
+    assert ("marginal" in q.note) is marginal
+    assert q.margin == pytest.approx(margin(1.5e6, q.paper, q.tolerance, q.within))
+
+
+def test_an_unjudged_quantity_is_never_marginal(tmp_path):
+    q = measure(tmp_path, {"kind": "throughput", "label": "q", "flow": "m", "paper": "1.5Mbit"})
+    assert q.verdict == "n/a" and q.marginal is False and q.margin is None

@@ -6,7 +6,9 @@ one packet per second, so their gap shows up to a second after the drop, when th
 event opened by the fast waves is long over; the receiver times each lost packet by
 interpolation between its neighbours' arrivals (RFC 5348 sec. 5.2), so the episode
 counts once. Each episode here is centred on a base-channel packet, so the base channel
-loses a packet in every one of them.
+loses a packet in every one of them. The sessions run the receiver's default parameters:
+with ``loss_timing="detection"`` as the default, ``test_each_drop_episode_is_one_loss_event``
+fails (the last test shows why).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from agents.webrc.params import WebrcParams
 from agents.webrc.sender import WebrcSender
 from tests.unit.test_webrc_receiver import session
 
-PARAMS = {"session_rate": "1Mbit", "loss_timing": "interpolated"}
+PARAMS = {"session_rate": "1Mbit"}  # loss_timing: the default (interpolated)
 DELAY = 0.02
 EPISODE = 0.04  # s: every channel's packets sent in it are dropped
 
@@ -116,9 +118,25 @@ def test_loss_event_records_name_the_packet_that_opened_them(single):
 
 
 def test_timed_at_detection_the_slow_channels_count_episodes_again():
-    # The default rule, kept until the lab's Sec. 5.2 and 5.3.1 runs are redone with the
-    # interpolated one (docs/webrc.md): timed when the gap shows, the base channel's
-    # late gaps open extra events for the same episodes.
+    # The old rule, still selectable: timed when the gap shows, the base channel's late
+    # gaps open extra events for the same episodes.
     outages = episodes_on_base(TARGETS, DURATION)
     node = run(outages, DURATION, {**PARAMS, "loss_timing": "detection"})
     assert len(node.records("loss_event")) > len(outages)
+
+
+def test_a_late_detected_loss_blocks_joins_only_while_its_event_lasts():
+    # Table 2: no join while in a loss event, which lasts ARTT from the loss (footnote
+    # 4). The base channel's gap shows a second after its packet was lost, when that
+    # event is long over: the next epoch may join.
+    from tests.unit.test_webrc_receiver import Feed, joins
+
+    feed = Feed(initial_artt="0.2s", base_mrtt_sample=False)
+    feed.send(0.0, feed.base, 3)
+    feed.send(2.0, feed.base, 3, skip=1)  # lost at about 1.0 s, seen at 2.0 s
+    core = feed.core
+    assert core.loss_events == 1 and not core.startup
+    assert core.loss_event_end == pytest.approx(1.0 + 0.2)
+    core.trr, core.max_trr = 10.0, 20.0  # the equation allows a join (not a flat rate)
+    core.loss.reset(1e-5, 5)
+    assert joins(feed.epoch(2.1)) == [3]

@@ -86,13 +86,15 @@ def _with_flows(*flows: dict):
     from mcclab.experiment.spec import Experiment
 
     data = resolve("default").experiment.model_dump(mode="json")
+    data.pop("tcp")  # without a TCP model each flow's own settings apply
     data["flows"] = [f for f in data["flows"] if f["type"] != "tcp"] + list(flows)
     return Experiment.model_validate(data)
 
 
 def test_sack_is_on_unless_a_tcp_sender_turns_it_off():
     res = resolve("default")
-    setup = plan_launches(res.experiment, plan_addresses(res.topology), RUN).setup
+    exp = _with_flows({"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2"})
+    setup = plan_launches(exp, plan_addresses(res.topology), RUN).setup
     assert not [c for c in setup if "net.ipv4.tcp_sack=0" in c.argv]
     exp = _with_flows(
         {"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2", "sack": False},

@@ -69,10 +69,11 @@ def test_quick_profile_and_set_overrides():
     assert paper.experiment.duration == 500 and quick.experiment.duration == 150
     custom = resolve("default", "quick", ["duration=30s", "warmup=2s",
                                            "flows.webrc.params.session_rate=2Mbit",
-                                           "flows.tcp.cc=cubic"])
+                                           "tcp.model=linux-cubic"])
     flows = {f.name: f for f in custom.experiment.flows}
     assert custom.experiment.duration == 30
-    assert flows["webrc"].params["session_rate"] == "2Mbit" and flows["tcp"].cc == "cubic"
+    assert flows["webrc"].params["session_rate"] == "2Mbit"
+    assert custom.experiment.tcp is not None and custom.experiment.tcp.model == "linux-cubic"
 
 
 def test_set_with_a_bad_value_names_the_field():

@@ -72,9 +72,10 @@ EMULAB = [n for n in SPECS if n.startswith("ormcc-fig11")]
 
 def tcp_windows(name: str) -> set:
     """The window ceilings of a spec's TCP flows."""
-    from mcclab.experiment.spec import carries_tcp
+    from mcclab.experiment.spec import carries_tcp, tcp_model
 
-    return {f.max_window for f in resolve(name, "paper").experiment.flows if carries_tcp(f)}
+    exp = resolve(name, "paper").experiment
+    return {tcp_model(exp, f).max_window for f in exp.flows if carries_tcp(f)}
 
 
 @pytest.mark.parametrize("name", NS2_TCP)

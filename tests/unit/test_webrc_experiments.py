@@ -40,10 +40,14 @@ def test_default_experiment_is_section_5_2_webrc_against_tcp():
     assert exp.duration <= 180
 
 
-def test_section_5_2_tcp_is_ns2s_reno_with_its_default_window():
-    """"One TCP Reno" in ns-2: window_ = 20 packets unless the script says otherwise."""
+def test_section_5_2_tcp_is_the_papers_model_without_a_window_ceiling():
+    """WEBRC's model: Reno, no ceiling (sec. 5.2: the first session reaches the full link)."""
+    from mcclab.experiment.spec import tcp_model
+
     for name in ("default", "webrc-fig9b"):
-        (tcp,) = [f for f in resolve(name, "paper").experiment.flows if f.type == "tcp"]
-        assert (tcp.cc, tcp.max_window) == ("reno", 20)
-    sweep = resolve("default", "paper").experiment.sweeps["ns2-window"]
-    assert [p["flows.tcp.max_window"] for p in sweep.points()] == [None, "20pkt"]
+        exp = resolve(name, "paper").experiment
+        (tcp,) = [f for f in exp.flows if f.type == "tcp"]
+        assert exp.tcp is not None and exp.tcp.model == "webrc"
+        assert (tcp_model(exp, tcp).cc, tcp_model(exp, tcp).max_window) == ("reno", None)
+        sweep = exp.sweeps["tcp-readings"]
+        assert [p["tcp.model"] for p in sweep.points()] == ["webrc", "linux-reno"]

@@ -121,7 +121,9 @@ def test_new_time_slot_leaves_the_newly_quiescent_wave():
 
 
 def test_tail_loss_of_a_wave_is_counted_when_it_ends():
-    feed = Feed()
+    # Timed at detection (the old rule, still selectable): the slot change shows the
+    # whole tail at once, one event. The default's timing is the next test.
+    feed = Feed(loss_timing="detection")
     feed.send(0.1, feed.base, 3)
     feed.epoch(0.5)
     feed.core.on_packet(0.6, packet(3, 3, LAST_PSN - 4), 1024, "g")
@@ -130,7 +132,7 @@ def test_tail_loss_of_a_wave_is_counted_when_it_ends():
 
 
 def test_tail_loss_timed_between_the_waves_last_packet_and_the_slot_change():
-    feed = Feed(loss_timing="interpolated")
+    feed = Feed()  # the default timing: interpolated
     feed.send(0.1, feed.base, 3)
     feed.epoch(0.5)
     feed.core.on_packet(0.6, packet(3, 3, LAST_PSN - 4), 1024, "g")
@@ -161,7 +163,7 @@ def test_losses_within_artt_are_one_loss_event_and_end_startup_with_reqn_equal_t
 
 
 def test_no_join_during_a_loss_event():
-    feed = Feed(initial_artt="2s", base_mrtt_sample=False)
+    feed = Feed(initial_artt="2s", base_mrtt_sample=False, loss_timing="detection")
     feed.send(0.1, feed.base, 3)
     feed.send(0.2, feed.base, 3, skip=1)
     assert feed.core.loss_event_end == pytest.approx(2.2)  # detected at 0.2 s, lasts ARTT
@@ -174,7 +176,7 @@ def test_no_join_during_a_loss_event():
 
 
 def test_an_interpolated_loss_event_lasts_artt_from_the_lost_packets_time():
-    feed = Feed(initial_artt="2s", base_mrtt_sample=False, loss_timing="interpolated")
+    feed = Feed(initial_artt="2s", base_mrtt_sample=False)  # the default timing
     feed.send(0.1, feed.base, 3)
     feed.send(0.2, feed.base, 3, skip=1)
     # the lost packet is timed between its neighbours (0.15 s), the event lasts ARTT

@@ -1,0 +1,297 @@
+"""``results/index.html``: every paper result of the newest runs, one table per paper.
+
+The index is built from result folders alone (Pantheon's rule), so it can be
+rebuilt at any time without a lab (``mcclab index``). For each experiment and
+profile it takes the newest of:
+
+* a single run (``results/<exp>/<run-id>/``) that no sweep lists, and
+* a sweep over seeds (``results/<exp>/sweep-<id>/``, :mod:`mcclab.analysis.trials`),
+  whose quantities are the mean over the trials, with their spread.
+
+Every quantity is re-judged from its folder with the current analysis (as
+``mcclab report`` and ``mcclab compare`` do), so an index never mixes verdicts
+of different analysis versions. Rows are grouped by paper, which is read from
+the protocols of the run's multicast flows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader
+
+from mcclab.analysis.results import RunError, load_run
+from mcclab.analysis.summary import (
+    Quantity,
+    format_criterion,
+    format_value,
+    is_marginal,
+    margin,
+    summarise,
+)
+from mcclab.analysis.sweep import load_sweep
+from mcclab.analysis.trials import trials_table
+from mcclab.model.loader import SpecError
+
+# The papers, in the order the index shows them, keyed by the protocol that names them.
+PAPERS: dict[str, str] = {
+    "webrc": "WEBRC: Luby, Goyal, Skaria, Horn, SIGCOMM 2002",
+    "rlc": "RLC: Vicisano, Rizzo, Crowcroft, INFOCOM 1998",
+    "ormcc": "ORMCC: Li and Kalyanaraman",
+    "stair": "STAIR: Byers, Kwon, Luby, Mitzenmacher, IEEE/ACM ToN 2006",
+}
+OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One paper result of one experiment, as the index shows it."""
+
+    label: str
+    source: str
+    kind: str
+    unit: str
+    paper: float
+    mean: float | None
+    sd: float | None
+    runs: int
+    verdict: str
+    margin: float | None
+    criterion: str
+
+    @property
+    def marginal(self) -> bool:
+        """A pass or fail within 10 % of its band's edge, either side (summary.margin)."""
+        return is_marginal(self.verdict, self.margin)
+
+
+@dataclass
+class Entry:
+    """The newest result of one experiment and profile: a run or a trials sweep."""
+
+    experiment: str
+    paper: str
+    reference: str
+    folder: Path
+    kind: str  # "run" or "trials"
+    profile: str
+    status: str
+    started: str
+    rows: list[Row] = field(default_factory=list)
+    note: str = ""
+    reported: int = 0  # quantities the spec reports without a criterion: left to the report
+
+    def report(self, root: Path) -> str | None:
+        """The entry's report.html relative to ``root``, when it exists."""
+        page = self.folder / "report.html"
+        return page.relative_to(root).as_posix() if page.is_file() else None
+
+
+def paper_of(protocols: list[str]) -> str:
+    """The paper a run reproduces, from its multicast flows' protocols."""
+    for key in PAPERS:
+        if key in protocols:
+            return key
+    return OTHER
+
+
+def _row(q: Quantity, mean: float | None, sd: float | None, runs: int, verdict: str) -> Row:
+    """A Row from a quantity's criterion and a measured (mean) value."""
+    return Row(label=q.label, source=q.source, kind=q.kind, unit=q.unit, paper=q.paper,
+               mean=mean, sd=sd, runs=runs, verdict=verdict,
+               margin=None if mean is None else margin(mean, q.paper, q.tolerance, q.within),
+               criterion=format_criterion(q))
+
+
+def _has_criterion(q: Quantity) -> bool:
+    """Whether a quantity is judged (a tolerance or a range), not only reported."""
+    return q.tolerance is not None or q.within is not None
+
+
+def _finite(value: object) -> float | None:
+    """A float cell, None for NaN or a missing one."""
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _run_entry(folder: Path) -> Entry:
+    """An entry from a single run's folder; an unreadable one gets a note and no rows."""
+    info = json.loads((folder / "run.json").read_text())
+    entry = Entry(experiment=info.get("experiment", folder.parent.name), paper=OTHER,
+                  reference="", folder=folder, kind="run", profile=info.get("profile", ""),
+                  status=info.get("status", "?"), started=info.get("started") or "")
+    try:
+        run = load_run(folder)
+    except (RunError, SpecError, OSError) as exc:
+        entry.note = f"cannot be read: {exc}"
+        return entry
+    entry.reference = run.spec.reference
+    entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in run.spec.flows])
+    summary = summarise(run)
+    judged = [q for q in summary.quantities if _has_criterion(q)]
+    entry.reported = len(summary.quantities) - len(judged)
+    entry.rows = [_row(q, q.measured, None, int(q.measured is not None), q.verdict)
+                  for q in judged]
+    return entry
+
+
+def _trials_entry(folder: Path) -> Entry:
+    """An entry from a trials sweep: the mean over its seeds, with the spread."""
+    sweep = load_sweep(folder)
+    info = sweep.info
+    entry = Entry(experiment=info.experiment, paper=OTHER, reference="", folder=folder,
+                  kind="trials", profile=info.profile, status=info.status,
+                  started=info.started or "", note="; ".join(sweep.notes))
+    first = next((p for p in sweep.points if p.run is not None and p.summary is not None), None)
+    if first is None:
+        entry.note = entry.note or "no readable run"
+        return entry
+    entry.reference = first.run.spec.reference
+    entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in first.run.spec.flows])
+    criteria = {q.label: q for q in first.summary.quantities}
+    table = trials_table(sweep)
+    for _, cells in table.iterrows():
+        q = criteria.get(cells["label"])
+        if q is None:
+            continue
+        if not _has_criterion(q):
+            entry.reported += 1
+            continue
+        entry.rows.append(_row(q, _finite(cells["mean"]), _finite(cells["sd"]),
+                               int(cells["runs"]), str(cells["verdict"])))
+    return entry
+
+
+def _sweep_runs(experiment_dir: Path) -> set[Path]:
+    """Every run folder that a sweep under ``experiment_dir`` lists."""
+    out: set[Path] = set()
+    for record in experiment_dir.glob("sweep-*/sweep.json"):
+        try:
+            runs = json.loads(record.read_text()).get("runs", [])
+        except (OSError, json.JSONDecodeError):
+            continue
+        out |= {(record.parent / r["dir"]).resolve() for r in runs if r.get("dir")}
+    return out
+
+
+def candidates(results: Path) -> list[tuple[str, str, str, str, Path]]:
+    """(experiment, profile, started, status, folder) of every single run and trials sweep."""
+    out = []
+    for exp_dir in sorted(p for p in results.iterdir() if p.is_dir()):
+        in_sweeps = _sweep_runs(exp_dir)
+        for folder in sorted(exp_dir.iterdir()):
+            try:
+                if (folder / "run.json").is_file() and folder.resolve() not in in_sweeps:
+                    info = json.loads((folder / "run.json").read_text())
+                elif (folder / "sweep.json").is_file():
+                    info = json.loads((folder / "sweep.json").read_text())
+                    if not is_trials_record(info):
+                        continue  # a parameter sweep is not one result
+                else:
+                    continue
+            except (OSError, json.JSONDecodeError):
+                continue
+            out.append((str(info.get("experiment", exp_dir.name)), str(info.get("profile", "")),
+                        str(info.get("started") or folder.name), str(info.get("status", "?")),
+                        folder))
+    return out
+
+
+def select(results: Path, profile: str | None = None,
+           experiments: list[str] | None = None) -> list[tuple[Path, str]]:
+    """Per experiment (and per profile unless one is given): the newest complete run or
+    trials sweep, with a note naming any newer one that did not complete; the newest of
+    any status when none completed."""
+    groups: dict[tuple[str, str], list[tuple[str, str, Path]]] = {}
+    for experiment, prof, started, status, folder in candidates(results):
+        if profile is not None and prof != profile:
+            continue
+        if experiments is not None and experiment not in experiments:
+            continue
+        groups.setdefault((experiment, prof), []).append((started, status, folder))
+    out = []
+    for found in groups.values():
+        found.sort(key=lambda item: item[0])
+        complete = [item for item in found if item[1] == "complete"]
+        chosen = complete[-1] if complete else found[-1]
+        newer = [f"{folder.name} ({status})" for started, status, folder in found
+                 if started > chosen[0]]
+        note = f"newer, not complete: {', '.join(newer)}" if newer else ""
+        out.append((chosen[2], note))
+    return sorted(out, key=lambda item: str(item[0]))
+
+
+def newest(results: Path, profile: str | None = None,
+           experiments: list[str] | None = None) -> list[Path]:
+    """The folders :func:`select` picks."""
+    return [folder for folder, _ in select(results, profile, experiments)]
+
+
+def load_entries(folders: list[Path], notes: dict[Path, str] | None = None) -> list[Entry]:
+    """An entry per folder: a trials sweep or a single run; ``notes`` added to theirs."""
+    entries = []
+    for folder in folders:
+        if (folder / "sweep.json").is_file() and \
+                is_trials_record(json.loads((folder / "sweep.json").read_text())):
+            entry = _trials_entry(folder)
+        else:
+            entry = _run_entry(folder)
+        extra = (notes or {}).get(folder, "")
+        entry.note = "; ".join(n for n in (entry.note, extra) if n)
+        entries.append(entry)
+    return entries
+
+
+def is_trials_record(sweep_json: dict) -> bool:
+    """Whether a parsed ``sweep.json`` is a sweep over seeds (trials)."""
+    return "seed" in (sweep_json.get("over") or {})
+
+
+def _counts(entries: list[Entry]) -> dict[str, int]:
+    """How many results pass, fail, are marginal, or are n/a or errors."""
+    rows = [r for e in entries for r in e.rows]
+    judged = [r for r in rows if r.verdict in ("pass", "fail")]
+    return {"results": len(rows), "pass": sum(r.verdict == "pass" for r in rows),
+            "fail": sum(r.verdict == "fail" for r in rows),
+            "marginal": sum(r.marginal for r in judged),
+            "other": len(rows) - len(judged)}
+
+
+def _environment() -> Environment:
+    """The Jinja2 environment: templates from the package, HTML escaped."""
+    env = Environment(loader=PackageLoader("mcclab.analysis", "templates"),
+                      autoescape=True, trim_blocks=True,
+                      lstrip_blocks=True)
+    env.filters["value"] = lambda row, v: format_value(row.kind, v, row.unit)
+    env.filters["percent"] = lambda v: "–" if v is None else f"{v * 100:+.0f} %"
+    return env
+
+
+def render(entries: list[Entry], root: Path, title: str = "mcclab: the papers reproduced") -> str:
+    """The index page for these entries; links are relative to ``root``."""
+    groups = []
+    for key in [*PAPERS, OTHER]:
+        mine = sorted((e for e in entries if e.paper == key), key=lambda e: e.experiment)
+        if mine:
+            groups.append({"title": PAPERS.get(key, "Other experiments"), "entries": mine,
+                           "counts": _counts(mine)})
+    template = _environment().get_template("index.html.j2")
+    return template.render(title=title, groups=groups, counts=_counts(entries),
+                           report=lambda e: e.report(root))
+
+
+def build_index(results: Path, profile: str | None = None,
+                experiments: list[str] | None = None) -> Path:
+    """Write ``<results>/index.html`` from the newest result folders and return its path."""
+    results = Path(results).resolve()
+    picked = select(results, profile, experiments)
+    entries = load_entries([folder for folder, _ in picked], dict(picked))
+    page = results / "index.html"
+    page.write_text(render(entries, results))
+    return page
+
+
+__all__ = ["PAPERS", "Entry", "Row", "build_index", "candidates", "load_entries", "newest",
+           "paper_of", "render", "select"]

@@ -1,0 +1,203 @@
+"""``mcclab reproduce``: every paper experiment, one after the other, then ``results/index.html``.
+
+The plan is data: one ``mcclab run`` (or, in the paper profile, ``mcclab sweep
+--sweep trials`` where the paper averaged several trials) argv per experiment,
+built and checked before anything starts, so a broken spec stops the whole
+reproduction with its error instead of an hour into it. One runner executes
+the steps, each in a process group of its own (a signal to this command is
+passed on to the step in progress, which stops its run cleanly, and nothing
+after it starts). A failed step is recorded and the next one runs.
+
+Each reproduction is recorded in ``results/reproduce/<id>/``: ``reproduce.json``
+(the plan, each step's folder, exit status and elapsed time) and every step's
+console output in ``logs/``. The index is then built from the result folders
+alone (:mod:`mcclab.analysis.index`), as ``mcclab index`` rebuilds it later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mcclab.experiment.loader import EXPERIMENTS, resolve
+from mcclab.model.loader import read_yaml
+
+TRIALS_SWEEP = "trials"
+# A rough cost of bringing a lab up and down, for the estimate printed before a
+# reproduction starts: a fixed part plus a part per node.
+BRINGUP_FIXED_S = 25.0
+BRINGUP_PER_NODE_S = 0.5
+LAB_CHECK = "lab check"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One experiment of a reproduction: what runs, and how long it should take."""
+
+    experiment: str
+    kind: str  # "run" or "trials"
+    argv: list[str]
+    runs: int
+    estimate_s: float
+
+
+@dataclass
+class Outcome:
+    """What one step did."""
+
+    experiment: str
+    kind: str
+    argv: list[str]
+    exit_code: int | None = None
+    folders: list[str] = field(default_factory=list)
+    status: str = "not run"
+    elapsed_s: float = 0.0
+    log: str = ""
+
+
+def paper_experiments(directory: Path = EXPERIMENTS) -> list[str]:
+    """Every experiment that reproduces a paper result (a 'lab check' spec does not)."""
+    names = []
+    for path in sorted(directory.glob("*.yaml")):
+        reference = str((read_yaml(path) or {}).get("reference", ""))
+        if not reference.lower().startswith(LAB_CHECK):
+            names.append(path.stem)
+    return names
+
+
+def plan(profile: str, experiments: list[str] | None = None, results: Path = Path("results"),
+         command: list[str] | None = None, wait: float = 0.0) -> list[Step]:
+    """The steps of a reproduction; raises SpecError before anything runs if a spec is bad.
+
+    In the paper profile, an experiment with a ``trials`` sweep over ``seed``
+    runs that sweep (the paper's number of trials); otherwise one run.
+    """
+    command = command or [sys.executable, "-m", "mcclab"]
+    steps = []
+    for name in experiments if experiments is not None else paper_experiments():
+        res = resolve(name, profile)
+        exp = res.experiment
+        trials = exp.sweeps.get(TRIALS_SWEEP)
+        common = ["--profile", profile, "--results", str(results), "--wait", f"{wait:g}"]
+        if profile == "paper" and trials is not None and "seed" in trials.over:
+            runs = len(trials.points())
+            argv = [*command, "sweep", name, "--sweep", TRIALS_SWEEP, *common]
+            kind = "trials"
+        else:
+            runs = 1
+            argv = [*command, "run", name, *common]
+            kind = "run"
+        one = exp.duration + BRINGUP_FIXED_S + BRINGUP_PER_NODE_S * len(res.topology.nodes)
+        steps.append(Step(name, kind, argv, runs, runs * one))
+    return steps
+
+
+def _folders(results: Path, experiment: str) -> set[str]:
+    """The run and sweep folders of one experiment."""
+    base = results / experiment
+    return {p.name for p in base.iterdir() if p.is_dir()} if base.is_dir() else set()
+
+
+def _status(folder: Path) -> str:
+    """The status a run or sweep folder records."""
+    for name in ("sweep.json", "run.json"):
+        try:
+            return str(json.loads((folder / name).read_text()).get("status", "?"))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return "?"
+
+
+def _stop(proc: subprocess.Popen, grace: float = 120.0) -> None:
+    """Pass an interrupt to a step's process group and wait for its clean stop."""
+    for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def execute(steps: list[Step], results: Path, record_dir: Path,
+            on_step: Callable[[int, Step, Outcome | None], None] | None = None) -> list[Outcome]:
+    """Run the steps one after the other; record them in ``record_dir/reproduce.json``.
+
+    ``on_step(k, step, None)`` is called when step k starts and ``on_step(k, step,
+    outcome)`` when it ends. A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into
+    one by the caller) stops the step in progress cleanly and ends the reproduction.
+    """
+    logs = record_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    outcomes = [Outcome(s.experiment, s.kind, s.argv) for s in steps]
+    record = {"started": datetime.now(UTC).isoformat(), "status": "running",
+              "steps": outcomes}
+    _write(record_dir, record)
+    try:
+        for k, (step, outcome) in enumerate(zip(steps, outcomes, strict=True), start=1):
+            if on_step:
+                on_step(k, step, None)
+            before = _folders(results, step.experiment)
+            log = logs / f"{k:02d}-{step.experiment}.log"
+            outcome.log = str(log.relative_to(record_dir))
+            start = time.monotonic()
+            with log.open("wb") as out:
+                proc = subprocess.Popen(step.argv, stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                try:
+                    outcome.exit_code = proc.wait()
+                except BaseException:
+                    _stop(proc)
+                    outcome.exit_code = proc.returncode
+                    outcome.status = "interrupted"
+                    raise
+                finally:
+                    outcome.elapsed_s = round(time.monotonic() - start, 1)
+                    new = sorted(_folders(results, step.experiment) - before)
+                    outcome.folders = [str(results / step.experiment / n) for n in new]
+                    _write(record_dir, record)
+            # A sweep's own folder carries the sweep's status; runs are in it too.
+            mine = [Path(f) for f in outcome.folders]
+            sweeps = [f for f in mine if (f / "sweep.json").is_file()]
+            outcome.status = _status(sweeps[-1] if sweeps else mine[-1]) if mine else \
+                f"no folder (exit {outcome.exit_code})"
+            _write(record_dir, record)
+            if on_step:
+                on_step(k, step, outcome)
+        record["status"] = "complete"
+    except BaseException:
+        record["status"] = "interrupted"
+        raise
+    finally:
+        record["ended"] = datetime.now(UTC).isoformat()
+        _write(record_dir, record)
+    return outcomes
+
+
+def _write(record_dir: Path, record: dict) -> None:
+    """``reproduce.json``, replaced whole so a reader never sees half of it."""
+    data = {**record, "steps": [asdict(o) for o in record["steps"]]}
+    tmp = record_dir / "reproduce.json.tmp"
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(record_dir / "reproduce.json")
+
+
+def new_record_dir(results: Path) -> Path:
+    """``results/reproduce/<time>-<pid>/``, created."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    folder = results / "reproduce" / f"{stamp}-{os.getpid()}"
+    folder.mkdir(parents=True)
+    return folder

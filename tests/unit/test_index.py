@@ -1,0 +1,131 @@
+"""results/index.html: the newest run or trials sweep per experiment, judged from its folder."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mcclab.analysis.index import build_index, load_entries, newest, paper_of
+from mcclab.analysis.synthetic import rows, write_run
+
+REF = {"kind": "throughput", "label": "steady throughput", "source": "Fig. 4: 2 Mbit/s",
+       "flow": "m", "node": "r1", "paper": "2Mbit", "tolerance": "10%"}
+
+
+def run(results: Path, experiment: str, run_id: str, bps: float, *, protocol: str = "webrc",
+        started: str = "2026-11-21T20:15:00+00:00", profile: str = "quick",
+        label: str | None = None, report: bool = True) -> Path:
+    """A synthetic run whose flow m reaches r1 at ``bps`` for 60 s (measured from 10 s)."""
+    folder = results / experiment / run_id
+    ref = {**REF, "label": label or REF["label"]}
+    write_run(folder, rows("m", "multicast", "r1", bps, range(1, 61)), references=[ref],
+              flows=[{"name": "m", "type": "multicast", "protocol": protocol}],
+              profile=profile)
+    info = json.loads((folder / "run.json").read_text())
+    info.update(experiment=experiment, started=started)
+    (folder / "run.json").write_text(json.dumps(info))
+    if report:
+        (folder / "report.html").write_text("<!doctype html><title>run</title>")
+    return folder
+
+
+def trials(results: Path, experiment: str, rates: list[float]) -> Path:
+    """A trials sweep over seeds whose runs measure the given rates."""
+    sweep = results / experiment / "sweep-20261122-000000-aaaa"
+    sweep.mkdir(parents=True)
+    listed = []
+    for seed, bps in enumerate(rates, start=1):
+        folder = run(results, experiment, f"20261122-0000{seed:02d}-t{seed}", bps,
+                     started=f"2026-11-22T00:00:{seed:02d}+00:00", profile="paper")
+        listed.append({"dir": f"../{folder.name}", "set": {"seed": seed}, "status": "complete"})
+    (sweep / "sweep.json").write_text(json.dumps({
+        "experiment": experiment, "sweep": "trials", "profile": "paper",
+        "over": {"seed": list(range(1, len(rates) + 1))}, "status": "complete",
+        "started": "2026-11-22T00:00:00+00:00", "planned": len(rates), "runs": listed}))
+    (sweep / "report.html").write_text("<!doctype html><title>sweep</title>")
+    return sweep
+
+
+def test_paper_from_the_protocols():
+    assert paper_of(["", "webrc"]) == "webrc"
+    assert paper_of(["rlc"]) == "rlc"
+    assert paper_of(["cbr"]) == "other"
+
+
+def test_newest_run_per_experiment_and_the_rows(tmp_path):
+    results = tmp_path / "results"
+    run(results, "webrc-a", "20261121-100000-old1", 1.0e6, started="2026-11-21T10:00:00+00:00")
+    new = run(results, "webrc-a", "20261121-110000-new1", 2.1e6,
+              started="2026-11-21T11:00:00+00:00")
+    run(results, "rlc-b", "20261121-100000-rlc1", 1.0e6, protocol="rlc")
+    picked = newest(results)
+    assert new in picked and len(picked) == 2
+    entries = {e.experiment: e for e in load_entries(picked)}
+    row = entries["webrc-a"].rows[0]
+    assert row.mean == pytest.approx(2.1e6)
+    assert row.verdict == "pass" and row.margin == pytest.approx(0.5)
+    assert not row.marginal
+    assert entries["rlc-b"].rows[0].verdict == "fail"
+    assert (entries["webrc-a"].paper, entries["rlc-b"].paper) == ("webrc", "rlc")
+
+
+def test_trials_are_averaged_and_their_runs_are_not_picked_alone(tmp_path):
+    results = tmp_path / "results"
+    sweep = trials(results, "webrc-t", [1.5e6, 2.0e6, 2.5e6])
+    picked = newest(results, profile="paper")
+    assert picked == [sweep]
+    (entry,) = load_entries(picked)
+    row = entry.rows[0]
+    assert entry.kind == "trials"
+    assert row.runs == 3 and row.mean == pytest.approx(2.0e6)
+    assert row.sd == pytest.approx(0.5e6)
+    assert row.verdict == "pass"  # the mean is judged, as the paper judged its mean
+    # only the quick profile: no trials of it, so nothing
+    assert newest(results, profile="quick") == []
+
+
+def test_index_page_groups_by_paper_links_reports_and_escapes(tmp_path):
+    results = tmp_path / "results"
+    run(results, "webrc-a", "20261121-110000-a", 2.19e6, label="<b>rate</b>")
+    run(results, "stair-c", "20261121-110000-c", 2.0e6, protocol="stair", report=False)
+    page = build_index(results).read_text()
+    assert page.index("WEBRC") < page.index("STAIR")
+    assert 'href="webrc-a/20261121-110000-a/report.html"' in page
+    assert "stair-c/20261121-110000-c/report.html" not in page  # no report, no link
+    assert "&lt;b&gt;rate&lt;/b&gt;" in page and "<b>rate</b>" not in page
+    # 2.19 against 2 +- 10 %: a pass 0.01 from the edge of a 0.2-wide half band: marginal
+    assert re.search(r"v-pass[^<]*>pass</span><span class=\"marginal\">marginal", page)
+    assert "2 pass, 0 fail" in page.replace("\n", " ")
+
+
+def test_the_newest_complete_run_is_shown_and_a_newer_failure_named(tmp_path):
+    results = tmp_path / "results"
+    good = run(results, "webrc-a", "20261121-100000-good", 2.0e6,
+               started="2026-11-21T10:00:00+00:00")
+    bad = run(results, "webrc-a", "20261121-110000-bad1", 0.5e6,
+              started="2026-11-21T11:00:00+00:00")
+    info = json.loads((bad / "run.json").read_text())
+    (bad / "run.json").write_text(json.dumps({**info, "status": "killed"}))
+    (entry,) = load_entries(newest(results))
+    assert entry.folder == good and entry.rows[0].verdict == "pass"
+    page = build_index(results).read_text()
+    assert "newer, not complete: 20261121-110000-bad1 (killed)" in page
+    # with no complete run at all, the newest is shown as it is
+    (good / "run.json").write_text(json.dumps({**info, "status": "failed"}))
+    assert newest(results) == [bad]
+
+
+def test_quantities_without_a_criterion_are_counted_not_tabled(tmp_path):
+    results = tmp_path / "results"
+    folder = results / "webrc-r" / "20261121-110000-r"
+    reported = {**REF, "label": "reported only"}
+    del reported["tolerance"]
+    write_run(folder, rows("m", "multicast", "r1", 2.0e6, range(1, 61)),
+              references=[REF, reported],
+              flows=[{"name": "m", "type": "multicast", "protocol": "webrc"}])
+    (entry,) = load_entries(newest(results))
+    assert [r.label for r in entry.rows] == ["steady throughput"] and entry.reported == 1
+    assert "and 1 reported without a criterion" in build_index(results).read_text()
