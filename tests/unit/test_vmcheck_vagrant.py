@@ -193,8 +193,11 @@ def test_relay_splices_both_ways():
 # ------------------------------------------------------------------ Makefile VM branch
 
 def make_n(*args: str, cwd: Path = REPO) -> str:
-    res = subprocess.run(["make", "-n", "-f", str(REPO / "Makefile"), *args], cwd=cwd,
-                         capture_output=True, text=True, timeout=60)
+    # Under `make test` this runs inside make: its MAKELEVEL and MAKEFLAGS would make the
+    # inner make print "Entering directory" lines and inherit the outer one's flags.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    res = subprocess.run(["make", "--no-print-directory", "-n", "-f", str(REPO / "Makefile"),
+                          *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     return res.stdout
 
