@@ -92,7 +92,7 @@ endif
 # suite between tests once PYTEST_SESSION_TIMEOUT seconds have passed (a test in progress
 # is bounded by its own timeout, at most 600 s), so a wedged lab cannot eat CI's budget.
 TEST_REPORT_DIR ?= /tmp/mcclab-test-report
-PYTEST_SESSION_TIMEOUT ?= 2400
+PYTEST_SESSION_TIMEOUT ?= 2700
 
 ifneq ($(MCCLAB_VM),1)
 test: $(MCCLAB) linkemu-test
