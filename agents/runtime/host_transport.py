@@ -13,7 +13,6 @@ STAIR and RLC join and leave several times a second.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import socket
 from collections.abc import Iterator
@@ -23,15 +22,7 @@ from agents.runtime.loop import EventLoop
 from agents.runtime.session import Session
 from agents.runtime.transport import Deliver, DeliverFeedback, UdpTransport
 from mcclab import multicast
-
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _setns(fd: int, what: str) -> None:
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"setns {what}: {os.strerror(err)}")
+from mcclab.net.setns import setns_fd as _setns
 
 
 class Namespaces:

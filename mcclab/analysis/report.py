@@ -155,13 +155,7 @@ def _tcp_reading(run: Run) -> str:
     """Which TCP the run's TCP flows ran: the paper's model (the verdict) or a second reading."""
     from mcclab.experiment.tcp_models import reading_label
 
-    try:
-        import yaml
-
-        data = yaml.safe_load((run.path / "spec.yaml").read_text()) or {}
-    except (OSError, ValueError):
-        return ""
-    name = (data.get("tcp") or {}).get("model") if isinstance(data, dict) else None
+    name = (run.spec.tcp or {}).get("model")
     label = reading_label(name if isinstance(name, str) else None)
     return f"<p><strong>TCP:</strong> {_e(label)} (docs/tcp-models.md)</p>" if label else ""
 

@@ -87,6 +87,8 @@ class SpecView(BaseModel):
     description: str = ""
     reference: str = ""
     flows: list[FlowLabel] = Field(default_factory=list)
+    tcp: dict[str, Any] | None = Field(None, description="the TCP model the run named "
+                                       "(``model``; null: none)")
     references: list[Reference] = Field(default_factory=list)
     # Checked when drawn, not here: a figure plugin that is gone must not make
     # the run unreadable (the report says why the figure is missing).

@@ -17,12 +17,17 @@ NETNS_DIR = Path("/run/netns")
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def setns_fd(fd: int, what: str = "") -> None:
+    """Move the calling thread into the network namespace open as ``fd``."""
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns {what}: {os.strerror(err)}")
+
+
 def enter_netns(path: Path) -> None:
     """Enter the network namespace bound at ``path`` (e.g. ``/run/netns/mcl-h1``)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns {path}: {os.strerror(err)}")
+        setns_fd(fd, str(path))
     finally:
         os.close(fd)

@@ -23,17 +23,14 @@ changes only the calling thread's namespace).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import os
 import re
 import socket
 import subprocess
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
-CLONE_NEWNET = 0x40000000
-NETNS_DIR = Path("/run/netns")
+from mcclab.net.setns import NETNS_DIR, setns_fd
+
 _HOST = re.compile(rb"^host:\s*([^\s:]+)(?::(\d+))?\s*$", re.IGNORECASE | re.MULTILINE)
 MAX_HEADER = 64 * 1024
 
@@ -71,13 +68,6 @@ def delete(name: str) -> None:
         subprocess.run(delete_argv(name), check=True, capture_output=True)
 
 
-def _setns(fd: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"setns: {os.strerror(err)}")
-
-
 def socket_in_netns(name: str, family: int = socket.AF_INET,
                     kind: int = socket.SOCK_STREAM) -> socket.socket:
     """A new socket in the namespace ``name`` (created by a thread that entered it)."""
@@ -86,7 +76,7 @@ def socket_in_netns(name: str, family: int = socket.AF_INET,
     def body() -> None:
         try:
             with open(NETNS_DIR / name) as f:
-                _setns(f.fileno())
+                setns_fd(f.fileno(), name)
             out.append(socket.socket(family, kind))
         except BaseException as exc:  # handed to the caller
             out.append(exc)

@@ -160,15 +160,20 @@ def test_reports_say_which_reading_a_run_is():
 def test_run_and_sweep_reports_label_each_reading(tmp_path):
     from types import SimpleNamespace
 
+    import yaml
+
     from mcclab.analysis.report import _tcp_reading
+    from mcclab.analysis.results import SpecView
     from mcclab.analysis.sweep_report import _reading
 
-    (tmp_path / "spec.yaml").write_text("name: x\ntcp: {model: linux-reno}\n")
-    assert "a second reading, not the verdict" in _tcp_reading(SimpleNamespace(path=tmp_path))
-    (tmp_path / "spec.yaml").write_text("name: x\ntcp: {model: ormcc}\n")
-    assert "these are the verdicts" in _tcp_reading(SimpleNamespace(path=tmp_path))
-    (tmp_path / "spec.yaml").write_text("name: x\n")
-    assert _tcp_reading(SimpleNamespace(path=tmp_path)) == ""
+    def run(spec_yaml: str) -> SimpleNamespace:
+        """A run as the report sees it: its spec.yaml read through the analysis' view."""
+        return SimpleNamespace(spec=SpecView.model_validate(yaml.safe_load(spec_yaml)))
+
+    assert "a second reading, not the verdict" in _tcp_reading(
+        run("name: x\ntcp: {model: linux-reno}\n"))
+    assert "these are the verdicts" in _tcp_reading(run("name: x\ntcp: {model: ormcc}\n"))
+    assert _tcp_reading(run("name: x\n")) == ""
 
     def point(value: str) -> SimpleNamespace:
         return SimpleNamespace(record=SimpleNamespace(set={"tcp.model": value}))
