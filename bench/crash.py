@@ -222,7 +222,13 @@ def trial(point: str, rng: random.Random, experiment: str, settings: tuple[str, 
         if proc.poll() is None and killed_after is None:
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=120)
-    cleaned = mcclab("clean", "--results", str(results), timeout=300)
+    watch.refresh()
+    # Only this trial's lab: another lab on the machine, even a crashed one, is not ours.
+    if watch.state_dir is not None:
+        cleaned = mcclab("clean", "--results", str(results), "--lab", watch.state_dir.name,
+                         timeout=300)
+    else:
+        cleaned = subprocess.CompletedProcess([], 0, "the run recorded no lab", "")
     watch.refresh()
     rest = leftovers(watch) if killed_after is not None else []
     return {"point": point, "killed_after": killed_after, "clean_rc": cleaned.returncode,

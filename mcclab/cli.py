@@ -559,18 +559,22 @@ def clean(
     yes: bool = typer.Option(False, "--yes", help="do not ask before --all removes labs in use"),
     results: Path = typer.Option(Path("results"), help="results folder whose runs that still "
                                  "say running, with their runner gone, are marked killed"),
+    lab: str | None = typer.Option(None, "--lab", help="only this lab, by its id (a run's "
+                                   "lab is '<experiment>-<run-id>'); other labs and strays "
+                                   "are left alone"),
 ) -> None:
     """Remove what crashed labs left (namespaces, interfaces, processes, cgroups, directories).
 
     A lab whose owner still runs is in use and is left alone unless --all is given. Runs
-    whose runner was killed outright are marked killed in their run.json.
+    whose runner was killed outright are marked killed in their run.json. --lab limits
+    all of this to one lab, so a script cleans up only what it started.
     """
     from mcclab.lab import holders, live_labs
     from mcclab.state import clean as clean_labs
     from mcclab.state import still_present
 
     if all_labs and not yes:
-        live = live_labs()
+        live = [s for s in live_labs() if lab is None or s.lab_id == lab]
         if not sys.stdin.isatty():
             err.print("'mcclab clean --all' also removes labs in use"
                       + (f" ({holders(live)})" if live else "")
@@ -578,8 +582,11 @@ def clean(
                       "add --yes to go ahead", highlight=False)
             raise typer.Exit(2)
         what = f"labs in use too: {holders(live)}" if live else "labs in use too (none now)"
-        typer.confirm(f"Remove every mcclab lab, {what}?", abort=True)
-    plan = clean_labs(everything=all_labs)
+        typer.confirm(f"Remove lab {lab}, even in use?" if lab else
+                      f"Remove every mcclab lab, {what}?", abort=True)
+    plan = clean_labs(everything=all_labs, only=lab)
+    if lab is not None and not plan.remove and not plan.keep:
+        console.print(f"no lab {lab} is recorded on this machine", highlight=False)
     _mark_killed(results)
     for state in plan.remove:
         how = "in use, stopped" if state.lab_id in plan.stopped else "dead"
@@ -590,7 +597,7 @@ def clean(
                       "alive ('mcclab clean --all' removes it)", highlight=False)
     console.print(f"removed {len(plan.remove)} lab(s), swept {len(plan.stray_netns)} stray "
                   f"namespace(s) and {len(plan.stray_ifaces)} stray interface(s)")
-    rest = still_present(plan)
+    rest = still_present(plan, only=lab)
     if rest["netns"] or rest["interfaces"]:
         err.print(f"[red]still present:[/red] {rest}")
         raise typer.Exit(1)

@@ -298,14 +298,22 @@ class CleanPlan:
 
 
 def plan_clean(states: list[LabState], present: dict[str, list[str]],
-               owner_alive: Callable[[LabState], bool], everything: bool = False) -> CleanPlan:
+               owner_alive: Callable[[LabState], bool], everything: bool = False,
+               only: str | None = None) -> CleanPlan:
     """Choose what to remove: the labs whose owner is dead (all labs if ``everything``),
     and every mcclab namespace, root interface or lab cgroup that no lab record names.
 
     ``present`` is :func:`leftovers` plus a ``cgroups`` list (:func:`lab_cgroups`),
     taken *before* ``states`` were read: a lab records a resource before it makes
     it, so anything present then that no record names is not a live lab's.
+
+    ``only``: the one lab (its id) to consider. Other labs are neither removed nor
+    listed, and nothing stray is swept: a stray belongs to no lab, so it is not
+    this one's (its resources are recorded before they are made).
     """
+    if only is not None:
+        states = [s for s in states if s.lab_id == only]
+        present = {}
     keep = [] if everything else [s for s in states if owner_alive(s)]
     kept = {id(s) for s in keep}
     remove = [s for s in states if id(s) not in kept]
@@ -338,14 +346,16 @@ def stop_owner(state: LabState, timeout: float = 30.0) -> bool:
     return not state.owner_alive()
 
 
-def clean(everything: bool = False, owner_timeout: float = 30.0) -> CleanPlan:
+def clean(everything: bool = False, owner_timeout: float = 30.0,
+          only: str | None = None) -> CleanPlan:
     """Carry out :func:`plan_clean` on this machine and return the plan carried out.
 
     A lab in use is removed only with ``everything``: its owner is first asked
-    to stop (:func:`stop_owner`), then whatever it left is destroyed.
+    to stop (:func:`stop_owner`), then whatever it left is destroyed. ``only``
+    limits it to one lab (see :func:`plan_clean`).
     """
     present: dict[str, list[str]] = {**leftovers(), "cgroups": lab_cgroups()}
-    plan = plan_clean(all_states(), present, LabState.owner_alive, everything)
+    plan = plan_clean(all_states(), present, LabState.owner_alive, everything, only)
     for state in plan.remove:
         if state.owner_alive():
             plan.stopped.append(state.lab_id)
@@ -360,10 +370,18 @@ def clean(everything: bool = False, owner_timeout: float = 30.0) -> CleanPlan:
     return plan
 
 
-def still_present(plan: CleanPlan) -> dict[str, list[str]]:
-    """mcclab namespaces and interfaces left after ``plan`` that no kept lab accounts for."""
+def still_present(plan: CleanPlan, only: str | None = None) -> dict[str, list[str]]:
+    """mcclab namespaces and interfaces left after ``plan`` that no kept lab accounts for.
+
+    With ``only`` (a clean of one lab), just those the removed labs recorded.
+    """
     netns = {n for s in plan.keep for n in s.netns}
     ifaces = {i for s in plan.keep for i in s.root_ifaces}
     rest = leftovers()
+    if only is not None:
+        mine_ns = {n for s in plan.remove for n in s.netns}
+        mine_if = {i for s in plan.remove for i in s.root_ifaces}
+        rest = {"netns": [n for n in rest["netns"] if n in mine_ns],
+                "interfaces": [i for i in rest["interfaces"] if i in mine_if]}
     return {"netns": [n for n in rest["netns"] if n not in netns],
             "interfaces": [i for i in rest["interfaces"] if i not in ifaces]}

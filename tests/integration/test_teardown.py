@@ -147,7 +147,7 @@ def test_a_lab_in_use_survives_clean_and_clean_all_yes_removes_one(topologies):
         assert proc.pid in cgroup.members(Path(lab.cgroup))
         pids = {int(p.split()[0]): proc_stat_fields(int(p.split()[0]))[19] for p in inside}
 
-        out = clean()
+        out = clean("--lab", lab.lab_id)
         assert out.returncode == 0, out.stdout + out.stderr
         assert (f"left lab {lab.lab_id} alone: its owner pid {proc.pid} is alive"
                 in out.stdout), out.stdout
@@ -158,7 +158,7 @@ def test_a_lab_in_use_survives_clean_and_clean_all_yes_removes_one(topologies):
         assert lab.path.is_dir() and Path(lab.cgroup).is_dir()
 
         # --all with no terminal to ask on and no --yes refuses, removing nothing.
-        out = clean("--all")
+        out = clean("--all", "--lab", lab.lab_id)
         assert out.returncode == 2, out.stdout + out.stderr
         assert "--yes" in out.stderr and lab.lab_id in out.stderr
         assert set(lab.netns) <= set(leftovers()["netns"])
@@ -180,7 +180,7 @@ def test_a_lab_in_use_survives_clean_and_clean_all_yes_removes_one(topologies):
         lab = record_of(proc.pid)
         assert_cgroup_in_use(lab)
         inodes = netns_inodes(lab.netns)
-        out = clean("--all", "--yes")
+        out = clean("--all", "--yes", "--lab", lab.lab_id)
         assert out.returncode == 0, out.stdout + out.stderr
         assert (f"removed lab {lab.lab_id} (owner pid {proc.pid}, in use, stopped)"
                 in out.stdout), out.stdout
@@ -237,7 +237,7 @@ def test_clean_after_sigkill_of_the_owner_leaves_nothing_even_unrecorded(topolog
         assert set(lab.netns) <= set(leftovers()["netns"])
         assert lab_processes(inodes, lab.cgroup)
 
-        out = clean()
+        out = clean("--lab", lab.lab_id)
         assert out.returncode == 0, out.stdout + out.stderr
         assert f"removed lab {lab.lab_id} (owner pid {proc.pid}, dead)" in out.stdout
         assert not running(unrecorded)

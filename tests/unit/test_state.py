@@ -274,6 +274,19 @@ def test_clean_all_removes_labs_in_use_too():
     assert plan.stray_netns == ["mcl-stray"]
 
 
+def test_clean_of_one_lab_touches_no_other_lab_and_sweeps_no_stray():
+    # A test or script cleans up only the lab it started: another engineer's crashed
+    # lab (dead owner) and the strays stay for their own `mcclab clean`.
+    plan = plan_clean([LIVE, DEAD], PRESENT, alive, only="dead")
+    assert [s.lab_id for s in plan.remove] == ["dead"] and plan.keep == []
+    assert plan.stray_netns == plan.stray_ifaces == plan.stray_cgroups == []
+    plan = plan_clean([LIVE, DEAD], PRESENT, alive, only="live")
+    assert plan.remove == [] and [s.lab_id for s in plan.keep] == ["live"]
+    plan = plan_clean([LIVE, DEAD], PRESENT, alive, everything=True, only="live")
+    assert [s.lab_id for s in plan.remove] == ["live"]
+    assert plan_clean([LIVE, DEAD], PRESENT, alive, only="other").remove == []
+
+
 def test_with_nothing_recorded_everything_present_is_stray():
     plan = plan_clean([], PRESENT, alive)
     assert plan.remove == [] and plan.keep == []
@@ -306,6 +319,15 @@ def test_clean_destroys_only_dead_labs_and_sweeps_strays(monkeypatch):
                          ("quiet", "ip link del mclc-stray"),
                          ("cgroup", "/cg/mcclab/gone-record")]
     assert plan.stopped == []
+
+
+def test_clean_of_one_lab_destroys_that_lab_only(monkeypatch):
+    calls = Calls(monkeypatch, [LIVE, DEAD])
+    st.clean(only="dead")
+    assert calls.log == [("destroy", "dead")]
+    calls.log.clear()
+    st.clean(everything=True, only="live")
+    assert calls.log == [("stop", "live"), ("destroy", "live")]
 
 
 def test_clean_all_stops_a_live_owner_before_destroying_its_lab(monkeypatch):
@@ -365,7 +387,7 @@ def test_preflight_names_who_holds_a_live_lab_and_sends_a_dead_one_to_clean():
 
 def test_clean_all_without_a_terminal_or_yes_refuses_and_removes_nothing(monkeypatch):
     called: list[bool] = []
-    monkeypatch.setattr(st, "clean", lambda everything=False: called.append(everything))
+    monkeypatch.setattr(st, "clean", lambda everything=False, only=None: called.append(everything))
     monkeypatch.setattr("mcclab.lab.live_labs", lambda: [LabState(lab_id="chain3-1",
                                                                   owner_pid=4321)])
     result = CliRunner().invoke(app, ["clean", "--all"], input="y\n")
@@ -378,8 +400,10 @@ def test_clean_reports_what_it_removed_and_what_it_left(monkeypatch):
     plan = st.CleanPlan(remove=[DEAD], keep=[LIVE], stray_netns=["mcl-stray"], stray_ifaces=[],
                         stray_cgroups=[])
     called: list[bool] = []
-    monkeypatch.setattr(st, "clean", lambda everything=False: called.append(everything) or plan)
-    monkeypatch.setattr(st, "still_present", lambda _plan: {"netns": [], "interfaces": []})
+    monkeypatch.setattr(st, "clean",
+                        lambda everything=False, only=None: called.append(everything) or plan)
+    monkeypatch.setattr(st, "still_present", lambda _plan, only=None: {"netns": [],
+                                                                       "interfaces": []})
     result = CliRunner().invoke(app, ["clean"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert called == [False]
