@@ -23,6 +23,7 @@ help:
 	@echo "                 and the link emulator's C tests, plain and under ASan/UBSan;"
 	@echo "                 JUnit XML with durations in TEST_REPORT_DIR (/tmp/mcclab-test-report)"
 	@echo "make lint        ruff, ansible-lint and the schema check"
+	@echo "make specs       regenerate the generated ORMCC specs and topologies"
 	@echo "make bench-agents ~4 min: CPU per datagram, one process per agent vs agent hosts (root)"
 	@echo "make bench-fuzz  ~3 min: 100,000 datagrams into every port of every agent (root)"
 	@echo "make bench-signals ~7 min: SIGINT and SIGTERM at every phase of a run, and a second one"
@@ -184,13 +185,19 @@ vagrant-check: $(MCCLAB)
 	$(SUDO) env PYTHONPATH=$(CURDIR) $(PY) -m mcclab.vmcheck.vagrant $(VAGRANTCHECK_ARGS)
 
 lint: $(MCCLAB)
-	$(PY) -m ruff check mcclab agents tests bench dashboards labs
+	$(PY) -m ruff check mcclab agents tests bench dashboards labs experiments
 	$(PY) -m dashboards --check
 	$(PY) -m mcclab topo schema --check schema/topology.schema.json
 	cd ansible && ansible-lint
 
 schema: $(MCCLAB)
 	$(PY) -m mcclab topo schema --write schema/topology.schema.json
+
+# The ORMCC specs and topologies the spec language cannot state once (committed;
+# tests/unit/test_ormcc_specs.py checks they are current).
+.PHONY: specs
+specs:
+	$(PY) experiments/gen/ormcc.py
 
 # Grafana dashboards as code: regenerate dashboards/json/*.json (committed).
 dashboards: $(MCCLAB)

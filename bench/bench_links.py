@@ -43,10 +43,10 @@ from rich.table import Table
 
 from mcclab.features import probe as probe_features
 from mcclab.lab import Lab, LabOptions
-from mcclab.links import fidelity as fx
 from mcclab.links.kernel import htb_burst_bytes
 from mcclab.model.loader import resolve_topology
 from mcclab.model.topology import RedParams, Topology
+from mcclab.probes import fidelity as fx
 
 REPO = Path(__file__).resolve().parent.parent
 console = Console()

@@ -13,7 +13,8 @@ Then it runs `mcclab clean` and checks that nothing of that lab is left, of ever
   was up), by the lab's cgroup, and by a command line naming the lab's folder (the
   root-namespace exporter, Prometheus and fork server);
 - mounts naming the lab's namespaces or folder;
-- the lab's cgroup directory and its folder under /run/mcclab;
+- the lab's cgroup directory, its folder under /run/mcclab and every folder it
+  recorded (the run's Prometheus database, on disk);
 - the run's record: its ``run.json`` must no longer say ``running``.
 
 The kill points are read from what the run leaves on disk, so no hook in the runner is
@@ -185,6 +186,7 @@ def leftovers(watch: Watch) -> list[str]:
                      for w in wanted)]
     if watch.state_dir is not None and watch.state_dir.exists():
         found.append(f"folder {watch.state_dir}")
+    found += [f"folder {d}" for d in state.get("dirs", []) if Path(d).exists()]  # the TSDB's
     if watch.status() == "running":
         found.append("run.json still says running")
     return found

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
+import importlib
+import importlib.util
 import json
-import math
 import os
 import random
 import re
@@ -60,7 +60,6 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: import the repository's packages
     sys.path.insert(0, str(REPO))
 
-from agents.ormcc.wire import Ci, encode_ci  # noqa: E402
 from agents.runtime.feedback import FEEDBACK_MAGIC, FRAME, MAX_FEEDBACK_DATA  # noqa: E402
 from agents.runtime.header import (  # noqa: E402
     FIXED,
@@ -72,11 +71,9 @@ from agents.runtime.header import (  # noqa: E402
     Header,
     encode,
 )
-from agents.runtime.registry import ProtocolSpec, protocols  # noqa: E402
+from agents.runtime.registry import ProtocolSpec, package, protocols  # noqa: E402
 from agents.runtime.session import Session  # noqa: E402
-from agents.stair.config import Layout, StairExt  # noqa: E402
-from agents.stair.probe import HOLD, PROBE  # noqa: E402
-from mcclab.links.burst import internet_checksum  # noqa: E402
+from mcclab.probes.burst import internet_checksum  # noqa: E402
 
 HOST = "127.0.0.1"
 SESSION_ID = 0xF0221
@@ -88,7 +85,6 @@ WINDOW = 200  # datagrams per window before waiting for the agent's counters
 WINDOW_BYTES = {"feedback": 120_000, "data": 2_000_000}
 OVERSIZE = 0.005  # share of bad datagrams of the largest UDP size
 WAIT = 20.0  # seconds a window may take before the port is given up on
-PROTOCOL_PARAMS = {"stair": {"rtt_source": "probe", "rtt": None, "probe_interval": "500ms"}}
 _U32 = (1 << 32) - 1
 
 
@@ -111,42 +107,44 @@ class Gen:
         return len(self.session.channels)
 
 
+def hook(spec: ProtocolSpec, name: str) -> Any:
+    """The protocol's fuzzing hook ``name`` from ``<package>.fuzz``, or None.
+
+    The hooks (all optional; ``g`` is a :class:`Gen`):
+
+    * ``PARAMS``: parameters to override in the example ones (None removes one);
+    * ``valid_ext(g, channel)``: an extension the receiver accepts on ``channel``
+      (default: the extension's example);
+    * ``refused_ext(g, channel)``: extension bytes of the right size the protocol
+      refuses on ``channel`` (its decoder's check or its core);
+    * ``layer(ext)``: what of an extension must match the channel's (the core refuses
+      a datagram whose extension names another layer);
+    * ``provoke_feedback(g, send, data)``: make a fresh receiver send feedback
+      (``send(payload, channel)``, ``data(g, channel)`` the next valid datagram);
+    * ``feedback_valid_body(g, role)``: a feedback body the role's core accepts;
+    * ``feedback_refused(g, role)``: makers of bodies the core refuses;
+    * ``not_accepted(g, role, body)``: ``body`` changed so that the core refuses it.
+    """
+    try:
+        module = f"{package(spec.name)}.fuzz"
+    except KeyError:  # registered by hand: no package, no hooks
+        return None
+    if importlib.util.find_spec(module) is None:
+        return None
+    return getattr(importlib.import_module(module), name, None)
+
+
 def valid_ext(g: Gen, channel: int) -> Any:
     """An extension value the protocol's receiver accepts on ``channel``."""
-    ext = g.spec.extension.example()
-    name = g.spec.name
-    if name == "webrc":
-        return dataclasses.replace(ext, cn=channel, tsi=0, psn=g.seq.get(channel, 0) & 0xFFFF)
-    if name == "rlc":
-        return dataclasses.replace(ext, layer=channel, sp=255)
-    if name == "stair":
-        kind, index = Layout(g.session.params_for(None)).layer(channel)
-        return StairExt(kind, index, 0, 0)
-    return ext
+    make = hook(g.spec, "valid_ext")
+    return make(g, channel) if make else g.spec.extension.example()
 
 
 def refused_ext(g: Gen, channel: int) -> bytes | None:
     """Extension bytes of the right size that the protocol refuses on ``channel`` (its
     decoder's check or its core), or None when every value is acceptable."""
-    ext, name = g.spec.extension, g.spec.name
-    rng = g.rng
-    if name == "ormcc":
-        value = rng.choice([(2, 7, 1.0, 1.0), (1, 7, math.nan, 1.0), (0, 7, 1.0, -5.0),
-                            (1, 7, math.inf, 0.0)])
-        return struct.pack("!BIdd", *value)
-    if name == "rlc":
-        layer = rng.choice([c for c in range(12) if c != channel] + [12, 200])
-        return struct.pack("!BIHB", layer, 0, 0, 255)
-    if name == "webrc":
-        return struct.pack("!HHH", rng.choice([c for c in range(0xFFFF) if c != channel][:50]),
-                           0, 0)
-    if name == "stair":
-        kind, index = Layout(g.session.params_for(None)).layer(channel)
-        if rng.random() < 0.5:
-            return struct.pack("!BBIH", rng.choice([5, 9, 255]), index, 0, 0)  # unknown kind
-        return struct.pack("!BBIH", kind, (index + 1 + rng.randrange(200)) & 0xFF, 0, 0)
-    del ext
-    return None
+    make = hook(g.spec, "refused_ext")
+    return make(g, channel) if make else None
 
 
 def data_valid(g: Gen, channel: int, size: int | None = None) -> bytes:
@@ -238,15 +236,8 @@ def frame(g: Gen, body: bytes, **fields: Any) -> bytes:
 
 def feedback_valid_body(g: Gen, role: str) -> bytes | None:
     """A body the ``role``'s core accepts (None: it accepts none)."""
-    now_ns = g.now_ns()
-    if g.spec.name == "ormcc" and role == "sender":
-        return encode_ci(Ci(g.rng.getrandbits(32), g.rng.getrandbits(32),
-                            max(0, now_ns - g.rng.randrange(10**9)), g.rng.uniform(0, 1e7)))
-    if g.spec.name == "stair":
-        g.probe += 1
-        probe = PROBE.pack(b"STRP", g.probe & _U32, max(0, now_ns - 50_000_000))
-        return probe if role == "sender" else probe + HOLD.pack(g.rng.randrange(10**6))
-    return None
+    make = hook(g.spec, "feedback_valid_body")
+    return make(g, role) if make else None
 
 
 def feedback_refused_body(g: Gen, role: str) -> bytes:
@@ -256,32 +247,13 @@ def feedback_refused_body(g: Gen, role: str) -> bytes:
         lambda: rng.randbytes(rng.randrange(0, MAX_FEEDBACK_DATA + 1)),
         lambda: b"",
     ]
-    if g.spec.name == "ormcc":
-        ci = encode_ci(Ci(1, 2, g.now_ns(), 1000.0))
-        choices += [lambda: ci[:-1], lambda: ci + b"x", lambda: b"\x02" + ci[1:],
-                    lambda: ci[:20] + struct.pack("!d", math.nan),
-                    lambda: ci[:20] + struct.pack("!d", -1.0)]
-    if g.spec.name == "stair":
-        probe = PROBE.pack(b"STRP", 1, max(0, g.now_ns() - 10**6))
-        if role == "sender":
-            choices += [lambda: probe[:-1], lambda: probe + HOLD.pack(0),
-                        lambda: b"STRQ" + probe[4:]]
-        else:
-            future = PROBE.pack(b"STRP", 1, g.now_ns() + 10**12)
-            choices += [lambda: probe[:-1], lambda: probe + b"x", lambda: future,
-                        lambda: b"XTRP" + probe[4:] + HOLD.pack(0)]
-
+    refused = hook(g.spec, "feedback_refused")
+    if refused:
+        choices += refused(g, role)
     body = rng.choice(choices)()
     # a random body that happens to be a message the core accepts is made not to be
-    if g.spec.name == "stair" and len(body) in (PROBE.size, PROBE.size + HOLD.size) \
-            and body[:4] == b"STRP":
-        sent = struct.unpack_from("!Q", body, 8)[0]
-        if (role == "sender" and len(body) == PROBE.size) or \
-                (role == "receiver" and sent <= g.now_ns()):
-            body = b"STRQ" + body[4:]
-    if g.spec.name == "ormcc" and len(body) == 28 and body[:2] == b"\x01\x01":
-        body = body[:-1]
-    return body
+    fix = hook(g.spec, "not_accepted")
+    return fix(g, role, body) if fix else body
 
 
 def feedback_bad(g: Gen, role: str) -> tuple[bytes, str]:
@@ -346,7 +318,7 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
 def make_session(name: str, role: str, feedback_port: int, base_port: int) -> Session:
     """A loopback session of protocol ``name`` (its example parameters)."""
     spec = protocols()[name]
-    params = {**spec.example_params, **PROTOCOL_PARAMS.get(name, {})}
+    params = {**spec.example_params, **(hook(spec, "PARAMS") or {})}
     params = {k: v for k, v in params.items() if v is not None}
     count = 3 if spec.channels is None else spec.channels(spec.params(**params))
     salt = base_port % 200
@@ -582,11 +554,12 @@ def _fuzz_receiver(spec: ProtocolSpec, count: int, odd_peers: bool, workdir: Pat
         channels = [r["channel"] for r in agent.records("join")]
         fb_peer = None
         if spec.feedback:  # make the receiver open its feedback socket, and learn its port
-            if spec.name == "ormcc":
-                for seq in (0, 5):
-                    g.seq[0] = seq
-                    out.sendto(data_valid(g, 0), (str(session.channels[0].group),
-                                                  session.channels[0].port))
+            provoke = hook(spec, "provoke_feedback")
+            if provoke:
+                def to_channel(payload: bytes, channel: int) -> None:
+                    chan = session.channels[channel]
+                    out.sendto(payload, (str(chan.group), chan.port))
+                provoke(g, to_channel, data_valid)
             _, fb_peer = hold.recvfrom(65536)
         data = PortResult(spec.name, f"receiver data ({len(channels)} ch)")
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
+from agents.rlc.measures import instances, table1_row
 from mcclab.analysis.results import load_run
-from mcclab.analysis.rlc_analysis import instances, table1_row
 from mcclab.experiment.loader import REPO
 
 OUT = REPO / "results" / "rlc-table1"
@@ -180,7 +180,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def fig3(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
     """Fig. 3 per discipline: every instance of every N, with Eq. 2's band."""
-    from mcclab.analysis.rlc_figures import fig3_figure
+    from agents.rlc.figures import fig3_figure
 
     paths = []
     for discipline in ("red", "droptail"):
@@ -211,8 +211,8 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def cmd_fig5(args: argparse.Namespace) -> None:
     """Aggregate RLC and TCP throughput over the window, and the Fig. 5 figure, per run."""
+    from agents.rlc.figures import fig5_figure
     from mcclab.analysis.metrics import throughput
-    from mcclab.analysis.rlc_figures import fig5_figure
 
     for folder in args.runs:
         run = load_run(folder)
@@ -232,7 +232,7 @@ def cmd_fig5(args: argparse.Namespace) -> None:
 
 def cmd_fig7(args: argparse.Namespace) -> None:
     """Convergence and synchrony of r2-r4, and the Fig. 7 figure."""
-    from mcclab.analysis.rlc_figures import fig7_figure, fig7_sync
+    from agents.rlc.figures import fig7_figure, fig7_sync
 
     run = load_run(args.run)
     print(json.dumps(fig7_sync(run)))

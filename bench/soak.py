@@ -7,7 +7,7 @@ Starts `mcclab run` (by default ORMCC's Fig. 4 star at n = 24, the paper profile
 from /proc, for the runner and for every process the lab recorded (routers, link
 emulators, exporter, Prometheus, fork server, agents, iperf3): resident memory
 (VmRSS, and its anonymous part) and open descriptors; and the bytes the run's
-Prometheus database takes (``--storage.tsdb.path``, under /run: tmpfs, so RAM).
+Prometheus database takes on disk (``--storage.tsdb.path``: ``mcclab.monitoring.storage``).
 Processes are grouped by kind (the first word of what the lab recorded, or the
 agent's role).
 
@@ -23,8 +23,8 @@ The run's Prometheus cuts its head into on-disk blocks every
 (2-h blocks: the head keeps every sample of the run) in the same run, a **shadow**
 Prometheus (``--shadow``, on by default) starts as soon as the run's Prometheus is
 up: the same binary and scrape configuration (the run's ``prometheus.yml``),
-Prometheus's default storage flags, its own TSDB in a temporary directory under
-/run (tmpfs, like the run's), listening on another loopback port, in its own
+Prometheus's default storage flags, its own TSDB in a temporary directory beside
+the run's TSDB root (the same file system), listening on another loopback port, in its own
 process group (and told to die with the soak). It is
 sampled like the others, as kind ``prometheus-shadow``, reported beside the run's
 and not judged; it is stopped by its pid and its directory removed at the end. If it
@@ -59,6 +59,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from mcclab.monitoring import prometheus as prom
+from mcclab.monitoring import storage
 from mcclab.state import STATE_ROOT, proc_stat_fields, same_process
 
 REPO = Path(__file__).resolve().parent.parent
@@ -137,7 +138,8 @@ class Shadow:
     def start(self, config: Path) -> None:
         """Start it on a copy of ``config``; on any failure note why and carry on."""
         try:
-            self.dir = Path(tempfile.mkdtemp(prefix="mcclab-soak-shadow-", dir="/run"))
+            beside = storage.tsdb_root().parent  # outside the root, which runs sweep
+            self.dir = Path(tempfile.mkdtemp(prefix="mcclab-soak-shadow-", dir=beside))
             copy = self.dir / "prometheus.yml"
             shutil.copyfile(config, copy)
             listen = f"127.0.0.1:{prom.free_port('127.0.0.1', 0)}"

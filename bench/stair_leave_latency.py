@@ -43,12 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcclab.analysis.results import load_run
-from mcclab.experiment.tables import event_records
 from mcclab.model.addressing import plan_addresses
 from mcclab.model.loader import load_topology
 from mcclab.model.topology import Topology
 from mcclab.net.node_config import netns_name
 from mcclab.net.setns import NETNS_DIR, enter_netns
+from mcclab.resultsdir import event_records
 
 Entry = tuple[str, str]  # (source, group)
 

@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from agents.webrc.analysis import _sender_start, window_mean
 from agents.webrc.model import peak_to_mean, tcp_rate
-from mcclab.analysis.protocols.webrc import _sender_start, window_mean
 from mcclab.analysis.results import load_run
-from mcclab.experiment.tables import event_records
 from mcclab.model.units import parse_duration, parse_rate, parse_size
+from mcclab.resultsdir import event_records
 
 ROW = re.compile(r"\[\s*\d+\]\s+([\d.]+)-([\d.]+)\s+sec\s+[\d.]+ \w+\s+([\d.]+) Kbits/sec"
                  r"\s+(\d+)\s+([\d.]+) (K|M)Bytes")

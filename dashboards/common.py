@@ -81,3 +81,23 @@ def dashboard(uid: str, title: str, description: str) -> db.Dashboard:
              .with_variable(run_variable()))
     return board.link(db.DashboardLink("mcclab").type(dm.DashboardLinkType.DASHBOARDS)
                       .tags([TAG]).as_dropdown(False).include_vars(True).keep_time(True))
+
+
+# Legends and description text shared by the protocols' dashboards (agents/*/dashboard.py).
+AT = "{{flow}} @ {{node}}"
+FROM = "{{flow}} from {{node}}"
+
+
+def receiver(metric: str, protocol: str) -> str:
+    """A selector of ``metric`` on the receivers of ``protocol`` in the chosen run."""
+    return sel(metric, protocol=protocol, role="receiver")
+
+
+def sender(metric: str, protocol: str) -> str:
+    """A selector of ``metric`` on the senders of ``protocol`` in the chosen run."""
+    return sel(metric, protocol=protocol, role="sender")
+
+
+def throughput(protocol: str) -> tuple[str, str]:
+    """The receivers' throughput of ``protocol`` with its legend, a panel target."""
+    return (receiver("mcc_agent_throughput_bps", protocol), "received " + AT)

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mcclab.audit import register as register_audit_commands
 from mcclab.labs.cli import register as register_lab_commands
 from mcclab.model.loader import SpecError, load_topology
 
@@ -394,7 +395,7 @@ def _print_trials(folder: Path) -> None:
 @app.command("report")
 def report(runs: list[Path]) -> None:
     """Rebuild summary, figures and report.html of run (or sweep) folders from their data."""
-    from mcclab.analysis.report import report_command
+    from mcclab.analysis.rebuild import report_command
 
     report_command(runs)
 
@@ -604,6 +605,7 @@ def clean(
 
 
 register_lab_commands(app)  # mcclab lab ..., shell, exec, capture, link (mcclab/labs/cli.py)
+register_audit_commands(app)  # mcclab audit bands (mcclab/audit.py)
 
 
 def main() -> None:

@@ -8,13 +8,13 @@ they never touch the host's interfaces.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import socket
 import subprocess
 import uuid
 from dataclasses import asdict, dataclass
+
+from mcclab.net.setns import NETNS_DIR, setns_fd
 
 _QDISC_PROBES = {
     "netem": ["netem", "delay", "1ms"],
@@ -26,7 +26,6 @@ _QDISC_PROBES = {
 }
 
 MRT_INIT, MRT_PIM = 200, 207
-CLONE_NEWNET = 0x40000000
 
 
 @dataclass(frozen=True)
@@ -83,11 +82,12 @@ def _in_ns(ns: str, *argv: str) -> bool:
 
 def _mroute_probe(ns: str) -> tuple[bool, bool]:
     """(IP_MROUTE, PIM) by opening the multicast routing socket inside the probe netns."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     own = os.open("/proc/self/ns/net", os.O_RDONLY)
-    target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+    target = os.open(NETNS_DIR / ns, os.O_RDONLY)
     try:
-        if libc.setns(target, CLONE_NEWNET) != 0:
+        try:
+            setns_fd(target, ns)
+        except OSError:
             return False, False
         try:
             sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_IGMP)
@@ -104,7 +104,7 @@ def _mroute_probe(ns: str) -> tuple[bool, bool]:
             except OSError:
                 return True, False
     finally:
-        libc.setns(own, CLONE_NEWNET)
+        setns_fd(own, "back to the caller's namespace")
         os.close(own)
         os.close(target)
 

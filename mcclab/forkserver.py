@@ -45,17 +45,18 @@ from typing import Any, NoReturn
 
 from setproctitle import setproctitle
 
-from agents.runtime.registry import BUILTIN_MODULES
+from agents.runtime.registry import protocol_packages
 from mcclab.commands import Cmd
 from mcclab.net.setns import NETNS_DIR, enter_netns
 from mcclab.processes import spawn
 from mcclab.state import LabState, TrackedProcess, kill_group
 
 # Module run by a launch -> what the server imports for it. Agents look their
-# protocol up in the registry, which imports the built-in protocols on first use.
+# protocol up in the registry, which imports the protocol packages it discovers on first
+# use; the server imports the same packages (found without importing them) once for all.
 FORKABLE: dict[str, tuple[str, ...]] = {
-    "agents.run": ("agents.run", *BUILTIN_MODULES),
-    "agents.host": ("agents.host", *BUILTIN_MODULES),
+    "agents.run": ("agents.run", *protocol_packages()),
+    "agents.host": ("agents.host", *protocol_packages()),
     "mcclab.traffic.udp_onoff": ("mcclab.traffic.udp_onoff",),
 }
 

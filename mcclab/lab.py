@@ -29,10 +29,12 @@ from mcclab.links import LinkEmulation, link_problems, select_backend, start_lin
 from mcclab.model.addressing import AddressPlan, plan_addresses
 from mcclab.model.topology import Topology
 from mcclab.net import node_config
+from mcclab.net.backend import NetworkBackend, NetworkBackendFactory
 from mcclab.net.mininet_backend import MininetBackend
-from mcclab.net.routers import RouterSet, required_binaries
 from mcclab.processes import spawn
 from mcclab.routing.limits import vif_problems
+from mcclab.routing.plan import required_binaries
+from mcclab.routing.runner import RouterSet
 from mcclab.state import (
     ROOT_IFACE_PREFIX,
     STATE_ROOT,
@@ -71,6 +73,9 @@ class LabOptions:
     # The userspace emulator's random drops (loss, RED, Gilbert-Elliott) draw from
     # this seed: a run gives its experiment's seed, so trials over seeds differ.
     link_seed: int = 1
+    # What creates the namespaces, veth pairs and LAN bridges (mcclab.net.backend
+    # says what it must keep); tests pass a fake that creates nothing.
+    network_backend: NetworkBackendFactory = MininetBackend
 
 
 def _root_networks() -> list[ipaddress.IPv4Network]:
@@ -170,15 +175,15 @@ class Lab:
         self.features: KernelFeatures | None = self.options.features
         self.routers: RouterSet | None = None
         self.link_backend = "none"
-        self.backend: MininetBackend | None = None
+        self.backend: NetworkBackend | None = None
         self.links: LinkEmulation | None = None
         self._lock_holder: LabLock | None = None
         self._home_cgroup: Path | None = None  # the owner's cgroup before the lab's
 
     @property
     def mininet(self):  # noqa: ANN201 - mininet has no type hints
-        """The Mininet object holding the nodes (for Mininet's CLI)."""
-        return self.backend._net if self.backend else None
+        """The Mininet object holding the nodes (for Mininet's CLI); None on another backend."""
+        return self.backend.net if isinstance(self.backend, MininetBackend) else None
 
     @property
     def run_dir(self) -> Path:
@@ -266,7 +271,7 @@ class Lab:
     def _build(self, progress: Progress) -> None:
         """Nodes, links, control network, addresses and routes."""
         l3 = [n for n in self.topo.nodes if self.topo.kind_of(n) != "lan"]
-        backend = self.backend = MininetBackend(self.runner, self.state)
+        backend = self.backend = self.options.network_backend(self.runner, self.state)
         # Each step has its own bar, so each counts to its own total (a shared
         # count left "creating nodes" unfinished, its clock running all run).
         for done, (name, node) in enumerate(self.topo.nodes.items(), 1):

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mcclab.experiment.loader import EXPERIMENTS, resolve
+from mcclab.jsonfile import write_json_atomic
 from mcclab.model.loader import read_yaml
 
 TRIALS_SWEEP = "trials"
@@ -190,9 +191,7 @@ def execute(steps: list[Step], results: Path, record_dir: Path,
 def _write(record_dir: Path, record: dict) -> None:
     """``reproduce.json``, replaced whole so a reader never sees half of it."""
     data = {**record, "steps": [asdict(o) for o in record["steps"]]}
-    tmp = record_dir / "reproduce.json.tmp"
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(record_dir / "reproduce.json")
+    write_json_atomic(record_dir / "reproduce.json", data, newline=True)
 
 
 def new_record_dir(results: Path) -> Path:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mcclab import cgroup
+from mcclab.jsonfile import write_json_atomic
 
 STATE_ROOT = Path("/run/mcclab")
 NETNS_PREFIX = "mcl-"
@@ -120,9 +121,7 @@ class LabState:
     def save(self) -> None:
         """Write state.json atomically."""
         self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / "state.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        tmp.replace(self.path / "state.json")
+        write_json_atomic(self.path / "state.json", asdict(self))
 
     @classmethod
     def load(cls, path: Path) -> LabState:

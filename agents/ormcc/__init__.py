@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 
+from agents.ormcc.contract import CONTRACT_CASE, RECEIVER_GAUGES, SENDER_GAUGES
 from agents.ormcc.params import OrmccParams
 from agents.ormcc.receiver import OrmccReceiver
 from agents.ormcc.sender import OrmccSender
@@ -27,6 +28,8 @@ SPEC = register(ProtocolSpec(
     name="ormcc", protocol_id=5, params=OrmccParams, sender=OrmccSender,
     receiver=make_receiver, extension=ORMCC_EXT, channels=lambda params: 1, feedback=True,
     example_params={"packet_size": "1000B", "beta": 0.65},
+    sender_gauges=SENDER_GAUGES, receiver_gauges=RECEIVER_GAUGES,
+    contract_case=CONTRACT_CASE,
 ))
 
 __all__ = ["SPEC", "OrmccParams", "OrmccReceiver", "OrmccSender"]

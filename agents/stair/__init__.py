@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from agents.runtime.registry import ProtocolSpec, register
 from agents.stair.config import STAIR_EXT, Layout, StairParams
+from agents.stair.contract import CONTRACT_CASE, RECEIVER_GAUGES, SENDER_GAUGES
 from agents.stair.receiver import StairReceiver
 from agents.stair.sender import StairSender
 
@@ -19,4 +20,6 @@ SPEC = register(ProtocolSpec(
     example_params={"base_rate": "256kbit", "packet_size": "512B", "max_rate": "2Mbit",
                     "rtt_source": "fixed", "rtt": "32ms"},
     feedback=True,
+    sender_gauges=SENDER_GAUGES, receiver_gauges=RECEIVER_GAUGES,
+    contract_case=CONTRACT_CASE,
 ))

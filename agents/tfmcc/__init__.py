@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Callable
 
 from agents.runtime.registry import ProtocolSpec, register
+from agents.tfmcc.contract import CONTRACT_CASE, RECEIVER_GAUGES, SENDER_GAUGES
 from agents.tfmcc.params import TfmccParams
 from agents.tfmcc.receiver import TfmccReceiver
 from agents.tfmcc.sender import TfmccSender
@@ -34,12 +35,14 @@ def make_receiver(params: TfmccParams, session: object) -> TfmccReceiver:
     return TfmccReceiver(params, session, rid=receiver_ids())
 
 
-PROTOCOL_ID = 8  # 1-6 are taken by the built-in protocols
+PROTOCOL_ID = 8  # 1-6 are taken by the older protocols
 
 SPEC = register(ProtocolSpec(
     name="tfmcc", protocol_id=PROTOCOL_ID, params=TfmccParams, sender=TfmccSender,
     receiver=make_receiver, extension=TFMCC_EXT, channels=lambda params: 1, feedback=True,
     example_params={"packet_size": "1000B"},
+    sender_gauges=SENDER_GAUGES, receiver_gauges=RECEIVER_GAUGES,
+    contract_case=CONTRACT_CASE,
 ))
 
 __all__ = ["SPEC", "TfmccParams", "TfmccReceiver", "TfmccSender"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agents.runtime.header import StructExtension
 from agents.runtime.registry import ProtocolSpec, register
+from agents.webrc.contract import CONTRACT_CASE, RECEIVER_GAUGES, SENDER_GAUGES
 from agents.webrc.params import WebrcParams
 from agents.webrc.receiver import WebrcReceiver
 from agents.webrc.sender import WebrcExt, WebrcSender
@@ -24,4 +25,6 @@ SPEC = register(ProtocolSpec(
     receiver=WebrcReceiver, extension=WEBRC_EXT,
     channels=lambda params: params.channels,
     example_params={"session_rate": "1Mbit", "packet_size": "1024B"},
+    sender_gauges=SENDER_GAUGES, receiver_gauges=RECEIVER_GAUGES,
+    contract_case=CONTRACT_CASE,
 ))

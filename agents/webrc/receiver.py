@@ -457,7 +457,7 @@ class WebrcReceiver(ReceiverCore):
                 "startup_end": self.startup_reason, "overflow_blocks": self.overflow_blocks}
 
     def metrics(self) -> dict[str, float]:
-        """The gauges of ``mcclab.monitoring.metric_names.CORE_GAUGES["webrc"]``, always finite:
+        """The gauges of ``RECEIVER_GAUGES`` in ``agents/webrc/contract.py``, always finite:
         LOSSP is 0 until start-up ends (it is not estimated before), TRATE is finite since
         TRR bounds it. REQN, SSR and each MRTT sample are in the event log instead."""
         size_bits = 8 * self.params.packet_size

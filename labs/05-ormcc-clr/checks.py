@@ -2,7 +2,7 @@
 
 Every checked answer is compared with the student's own newest run of
 ``clr-tracking`` (``ctx.latest_run``), read with ``mcclab.analysis.results.load_run``,
-``mcclab.analysis.ormcc_metrics`` (the CR each second, from the sender's
+``agents.ormcc.measures`` (the CR each second, from the sender's
 ``cr_id``/``cr_valid`` and the receivers' ``rid`` gauges in ``tables/protocol.csv``)
 and ``mcclab.analysis.metrics``:
 - the CR of a period: the node that was the valid CR in most of the period's
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
+from agents.ormcc import measures as om
 from mcclab.analysis import metrics
-from mcclab.analysis import ormcc_metrics as om
 from mcclab.analysis.results import Run
 from mcclab.labs.checks import LabContext, Verdict, check
 from mcclab.labs.helpers import answer_number as _number

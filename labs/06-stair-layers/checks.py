@@ -3,7 +3,7 @@
 Every checked answer is compared with the student's own newest runs of
 ``stair-fine`` and ``rlc-doubling`` (``ctx.latest_run``), read with
 ``mcclab.analysis.results.load_run``, ``mcclab.analysis.metrics`` and the agents'
-event logs (``mcclab.experiment.tables.event_records``):
+event logs (``mcclab.resultsdir.event_records``):
 - a mean throughput over the measurement window (warm-up < t <= duration in
   ``tables/per_second.csv``) within 10 % (10 kbit/s at least): the window's
   edges and rounding move it by 1-2 %;
@@ -27,10 +27,10 @@ import pandas as pd
 
 from mcclab.analysis import metrics
 from mcclab.analysis.results import Run
-from mcclab.experiment.tables import event_records
 from mcclab.labs.checks import LabContext, Verdict, check
 from mcclab.labs.helpers import answer_number as _number
 from mcclab.labs.helpers import list_answer, newest_run, within
+from mcclab.resultsdir import event_records
 
 LAB = 6
 NODE = "d1"

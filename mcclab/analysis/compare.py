@@ -10,13 +10,16 @@ import hashlib
 import os
 from pathlib import Path
 
+import typer
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 # pyplot through figures, which selects the headless Agg backend first
 from mcclab.analysis.figures import STYLE, plt, rate_scale, save
-from mcclab.analysis.results import Run, load_run
+from mcclab.analysis.results import Run, RunError, load_run
 from mcclab.analysis.summary import Summary, format_criterion, format_value, summarise
+from mcclab.model.loader import SpecError
 
 _COLOURS = {"pass": "green", "fail": "red", "n/a": "dim", "error": "magenta"}
 _LINESTYLES = ["-", "--", ":", "-."]
@@ -114,12 +117,6 @@ def compare(folders: list[Path], out: Path | None = None) -> tuple[Table, list[P
 
 def compare_command(runs: list[Path]) -> None:
     """``mcclab compare RUN RUN...``: print the table and the overlay figure's path."""
-    import typer
-    from rich.console import Console
-
-    from mcclab.analysis.results import RunError
-    from mcclab.model.loader import SpecError
-
     console, err = Console(), Console(stderr=True)
     if not runs:
         err.print("give at least one results folder")

@@ -12,15 +12,23 @@ Every quantity is re-judged from its folder with the current analysis (as
 ``mcclab report`` and ``mcclab compare`` do), so an index never mixes verdicts
 of different analysis versions. Rows are grouped by paper, which is read from
 the protocols of the run's multicast flows.
+
+Where the TCP competes, the verdict is the run under the paper's TCP model
+(``docs/tcp-models.md``). A run under Linux's default TCP (the models file's
+``linux_reading``, a single run or a point of a ``tcp-readings`` sweep) is
+never a verdict: the newest one of the same experiment and profile is shown
+beside each verdict as a second reading. A run under another model that is not
+a paper's (``linux-cubic``, for exploration) is left out.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import yaml
 from jinja2 import Environment, PackageLoader
 
 from mcclab.analysis.results import RunError, load_run
@@ -34,6 +42,7 @@ from mcclab.analysis.summary import (
 )
 from mcclab.analysis.sweep import load_sweep
 from mcclab.analysis.trials import trials_table
+from mcclab.experiment import tcp_models
 from mcclab.model.loader import SpecError
 
 # The papers, in the order the index shows them, keyed by the protocol that names them.
@@ -61,6 +70,8 @@ class Row:
     verdict: str
     margin: float | None
     criterion: str
+    linux: float | None = None  # the Linux reading's measured value (never the verdict)
+    linux_inside: bool | None = None  # whether that value lies in the band
 
     @property
     def marginal(self) -> bool:
@@ -83,9 +94,27 @@ class Entry:
     rows: list[Row] = field(default_factory=list)
     note: str = ""
     reported: int = 0  # quantities the spec reports without a criterion: left to the report
+    tcp_model: str | None = None  # the paper's TCP model the verdict ran under
+    reading: Reading | None = None  # Linux's default TCP, the second reading
 
     def report(self, root: Path) -> str | None:
         """The entry's report.html relative to ``root``, when it exists."""
+        page = self.folder / "report.html"
+        return page.relative_to(root).as_posix() if page.is_file() else None
+
+
+@dataclass
+class Reading:
+    """A run under Linux's default TCP: the second reading beside a verdict."""
+
+    folder: Path
+    status: str
+    model: str
+    values: dict[str, tuple[float | None, bool | None]] = field(default_factory=dict)
+    note: str = ""
+
+    def report(self, root: Path) -> str | None:
+        """The reading's report.html relative to ``root``, when it exists."""
         page = self.folder / "report.html"
         return page.relative_to(root).as_posix() if page.is_file() else None
 
@@ -129,6 +158,7 @@ def _run_entry(folder: Path) -> Entry:
         return entry
     entry.reference = run.spec.reference
     entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in run.spec.flows])
+    entry.tcp_model = _model_name(run.spec.tcp)
     summary = summarise(run)
     judged = [q for q in summary.quantities if _has_criterion(q)]
     entry.reported = len(summary.quantities) - len(judged)
@@ -150,6 +180,7 @@ def _trials_entry(folder: Path) -> Entry:
         return entry
     entry.reference = first.run.spec.reference
     entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in first.run.spec.flows])
+    entry.tcp_model = _model_name(first.run.spec.tcp)
     criteria = {q.label: q for q in first.summary.quantities}
     table = trials_table(sweep)
     for _, cells in table.iterrows():
@@ -164,28 +195,71 @@ def _trials_entry(folder: Path) -> Entry:
     return entry
 
 
-def _sweep_runs(experiment_dir: Path) -> set[Path]:
-    """Every run folder that a sweep under ``experiment_dir`` lists."""
-    out: set[Path] = set()
+def _model_name(tcp: object) -> str | None:
+    """The TCP model named by a spec's ``tcp`` mapping, None without one."""
+    name = tcp.get("model") if isinstance(tcp, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def tcp_model_of(folder: Path) -> str | None:
+    """The TCP model a run's ``spec.yaml`` names (None: none, or unreadable)."""
+    try:
+        data = yaml.safe_load((folder / "spec.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return _model_name(data.get("tcp")) if isinstance(data, dict) else None
+
+
+def role_of(model: str | None) -> str:
+    """'verdict' for a paper's model (or none), 'reading' for Linux's default TCP, 'other'
+    for another model that is not a paper's (exploration). An unknown name is a verdict,
+    as a run by a newer mcclab keeps its verdict."""
+    if model is None:
+        return "verdict"
+    try:
+        known = tcp_models.models()
+    except SpecError:
+        return "verdict"
+    if model == known.linux_reading:
+        return "reading"
+    found = known.models.get(model)
+    return "other" if found is not None and not found.verdict else "verdict"
+
+
+def _sweep_runs(experiment_dir: Path) -> tuple[set[Path], set[Path]]:
+    """Run folders that sweeps under ``experiment_dir`` list: those a sweep owns (a trials
+    or parameter sweep), and those of sweeps over ``tcp.model`` alone (``tcp-readings``),
+    which are read as single runs of their model."""
+    owned: set[Path] = set()
+    readings: set[Path] = set()
     for record in experiment_dir.glob("sweep-*/sweep.json"):
         try:
-            runs = json.loads(record.read_text()).get("runs", [])
+            info = json.loads(record.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        out |= {(record.parent / r["dir"]).resolve() for r in runs if r.get("dir")}
-    return out
+        runs = info.get("runs", []) if isinstance(info, dict) else []
+        folders = {(record.parent / r["dir"]).resolve() for r in runs if r.get("dir")}
+        if set(info.get("over") or {}) == {"tcp.model"}:
+            readings |= folders
+        else:
+            owned |= folders
+    return owned - readings, readings
 
 
-def candidates(results: Path) -> list[tuple[str, str, str, str, Path]]:
-    """(experiment, profile, started, status, folder) of every single run and trials sweep."""
+def candidates(results: Path, role: str = "verdict") -> list[tuple[str, str, str, str, Path]]:
+    """(experiment, profile, started, status, folder) of every single run and trials sweep
+    whose TCP plays ``role`` ('verdict', or 'reading' for Linux's default TCP; a trials
+    sweep is a verdict)."""
     out = []
     for exp_dir in sorted(p for p in results.iterdir() if p.is_dir()):
-        in_sweeps = _sweep_runs(exp_dir)
+        owned, _ = _sweep_runs(exp_dir)
         for folder in sorted(exp_dir.iterdir()):
             try:
-                if (folder / "run.json").is_file() and folder.resolve() not in in_sweeps:
+                if (folder / "run.json").is_file() and folder.resolve() not in owned:
+                    if role_of(tcp_model_of(folder)) != role:
+                        continue
                     info = json.loads((folder / "run.json").read_text())
-                elif (folder / "sweep.json").is_file():
+                elif (folder / "sweep.json").is_file() and role == "verdict":
                     info = json.loads((folder / "sweep.json").read_text())
                     if not is_trials_record(info):
                         continue  # a parameter sweep is not one result
@@ -200,12 +274,13 @@ def candidates(results: Path) -> list[tuple[str, str, str, str, Path]]:
 
 
 def select(results: Path, profile: str | None = None,
-           experiments: list[str] | None = None) -> list[tuple[Path, str]]:
+           experiments: list[str] | None = None, role: str = "verdict",
+           ) -> list[tuple[Path, str]]:
     """Per experiment (and per profile unless one is given): the newest complete run or
     trials sweep, with a note naming any newer one that did not complete; the newest of
-    any status when none completed."""
+    any status when none completed. ``role='reading'`` picks Linux's TCP runs instead."""
     groups: dict[tuple[str, str], list[tuple[str, str, Path]]] = {}
-    for experiment, prof, started, status, folder in candidates(results):
+    for experiment, prof, started, status, folder in candidates(results, role):
         if profile is not None and prof != profile:
             continue
         if experiments is not None and experiment not in experiments:
@@ -229,8 +304,14 @@ def newest(results: Path, profile: str | None = None,
     return [folder for folder, _ in select(results, profile, experiments)]
 
 
-def load_entries(folders: list[Path], notes: dict[Path, str] | None = None) -> list[Entry]:
-    """An entry per folder: a trials sweep or a single run; ``notes`` added to theirs."""
+def load_entries(folders: list[Path], notes: dict[Path, str] | None = None,
+                 readings: list[tuple[Path, str]] | None = None) -> list[Entry]:
+    """An entry per folder: a trials sweep or a single run; ``notes`` added to theirs.
+
+    ``readings`` (folder, note) are Linux-TCP runs (:func:`select` with ``role='reading'``);
+    each is attached to the entry of its experiment and profile, and one without an
+    entry gets an entry of its own without verdicts.
+    """
     entries = []
     for folder in folders:
         if (folder / "sweep.json").is_file() and \
@@ -241,7 +322,59 @@ def load_entries(folders: list[Path], notes: dict[Path, str] | None = None) -> l
         extra = (notes or {}).get(folder, "")
         entry.note = "; ".join(n for n in (entry.note, extra) if n)
         entries.append(entry)
+    for folder, note in readings or []:
+        _attach(entries, folder, note)
     return entries
+
+
+def load_reading(folder: Path, note: str = "") -> tuple[Reading | None, dict]:
+    """A Linux-TCP run's measured values by label, each with whether it lies in its band,
+    and the run's run.json; None without a readable run.json, a note when the rest of
+    the folder cannot be read."""
+    try:
+        info = json.loads((folder / "run.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None, {}
+    reading = Reading(folder=folder, status=str(info.get("status", "?")),
+                      model=tcp_model_of(folder) or "", note=note)
+    try:
+        run = load_run(folder)
+    except (RunError, SpecError, OSError) as exc:
+        reading.note = "; ".join(n for n in (note, f"cannot be read: {exc}") if n)
+        return reading, info
+    for q in summarise(run).quantities:
+        if _has_criterion(q):
+            inside = None if q.verdict not in ("pass", "fail") else q.verdict == "pass"
+            reading.values[q.label] = (q.measured, inside)
+    return reading, info
+
+
+def _attach(entries: list[Entry], folder: Path, note: str) -> None:
+    """Put a Linux-TCP reading beside the verdict entry of its experiment and profile."""
+    reading, info = load_reading(folder, note)
+    if reading is None:
+        return
+    experiment = str(info.get("experiment", folder.parent.name))
+    profile = str(info.get("profile", ""))
+    entry = next((e for e in entries
+                  if e.experiment == experiment and e.profile == profile), None)
+    if entry is None:
+        entry = Entry(experiment=experiment, paper=OTHER, reference="", folder=folder,
+                      kind="run", profile=profile, status=reading.status,
+                      started=str(info.get("started") or ""),
+                      note="no run under the paper's TCP model; only Linux's default TCP, "
+                           "which is never the verdict")
+        try:
+            run = load_run(folder)
+            entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in run.spec.flows])
+            entry.reference = run.spec.reference
+        except (RunError, SpecError, OSError):
+            pass
+        entries.append(entry)
+    entry.reading = reading
+    entry.rows = [replace(row, linux=reading.values.get(row.label, (None, None))[0],
+                          linux_inside=reading.values.get(row.label, (None, None))[1])
+                  for row in entry.rows]
 
 
 def is_trials_record(sweep_json: dict) -> bool:
@@ -275,8 +408,10 @@ def render(entries: list[Entry], root: Path, title: str = "mcclab: the papers re
     for key in [*PAPERS, OTHER]:
         mine = sorted((e for e in entries if e.paper == key), key=lambda e: e.experiment)
         if mine:
+            # The second-reading column where a TCP competes in some experiment of the paper.
+            tcp = any(e.tcp_model or e.reading for e in mine)
             groups.append({"title": PAPERS.get(key, "Other experiments"), "entries": mine,
-                           "counts": _counts(mine)})
+                           "counts": _counts(mine), "tcp": tcp})
     template = _environment().get_template("index.html.j2")
     return template.render(title=title, groups=groups, counts=_counts(entries),
                            report=lambda e: e.report(root))
@@ -287,11 +422,12 @@ def build_index(results: Path, profile: str | None = None,
     """Write ``<results>/index.html`` from the newest result folders and return its path."""
     results = Path(results).resolve()
     picked = select(results, profile, experiments)
-    entries = load_entries([folder for folder, _ in picked], dict(picked))
+    readings = select(results, profile, experiments, role="reading")
+    entries = load_entries([folder for folder, _ in picked], dict(picked), readings)
     page = results / "index.html"
     page.write_text(render(entries, results))
     return page
 
 
-__all__ = ["PAPERS", "Entry", "Row", "build_index", "candidates", "load_entries", "newest",
-           "paper_of", "render", "select"]
+__all__ = ["PAPERS", "Entry", "Reading", "Row", "build_index", "candidates", "load_entries",
+           "load_reading", "newest", "paper_of", "render", "role_of", "select", "tcp_model_of"]

@@ -1,9 +1,11 @@
 """Analysis plugins: protocol-specific measures and figures, registered by name.
 
-A protocol's analysis lives in ``mcclab/analysis/protocols/<prefix>.py`` and
-registers functions with the decorators below under names ``<prefix>.<what>``
-(``webrc.artt``). Lookups import that module on demand from the name's prefix,
-so a spec can name any plugin without the analysis importing every protocol::
+A protocol's analysis lives in its own package, ``agents/<prefix>/analysis.py``
+(``<prefix>`` is the package's name), and registers functions with the decorators
+below under names ``<prefix>.<what>`` (``webrc.artt``); measures for any protocol
+live in ``mcclab/analysis/protocols/<prefix>.py`` (``generic``). Lookups import
+that module on demand from the name's prefix, so a spec can name any plugin
+without the analysis importing every protocol::
 
     @measure("webrc.artt", unit="s")
     def artt(run: Run, flow: str, node: str | None = None) -> float: ...
@@ -36,6 +38,7 @@ from mcclab.model import units
 
 F = TypeVar("F", bound=Callable[..., Any])
 PROTOCOLS_PACKAGE = "mcclab.analysis.protocols"
+AGENTS_PACKAGE = "agents"  # protocol packages: agents/<prefix>/analysis.py
 _NAME = re.compile(r"^([a-z][a-z0-9_]*)\.([A-Za-z0-9_.-]+)$")
 
 
@@ -143,7 +146,8 @@ def _register(registry: dict[str, Plugin], plugin: Plugin) -> None:
     """Add a plugin, refusing a second function under the same name."""
     if not _NAME.match(plugin.name):
         raise ValueError(f"plugin name {plugin.name!r} must look like 'prefix.name' "
-                         "(prefix: the module under mcclab/analysis/protocols/)")
+                         "(prefix: a protocol package under agents/ or a module under "
+                         "mcclab/analysis/protocols/)")
     old = registry.get(plugin.name)
     # Re-registering the same function (a reloaded module) is harmless.
     if old is not None and (old.fn.__module__, old.fn.__qualname__) != (
@@ -185,22 +189,38 @@ def sweep_figure(name: str) -> Callable[[F], F]:
     return register
 
 
+def _modules(prefix: str) -> list[str]:
+    """The modules that may hold plugins named ``<prefix>.*``."""
+    return [f"{PROTOCOLS_PACKAGE}.{prefix}", f"{AGENTS_PACKAGE}.{prefix}.analysis"]
+
+
 def _import_prefix(prefix: str) -> None:
-    """Import the protocol module for a name prefix, if there is one."""
-    module = f"{PROTOCOLS_PACKAGE}.{prefix}"
-    try:
-        importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:  # the module exists but imports something missing
-            raise
+    """Import the analysis modules for a name prefix, if there are any."""
+    for module in _modules(prefix):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            # Missing is fine (no such protocol, or no analysis); a module that exists but
+            # imports something missing is an error.
+            if exc.name is None or not (module == exc.name
+                                        or module.startswith(exc.name + ".")):
+                raise
+
+
+def _prefixes() -> list[str]:
+    """Every prefix with a generic module or a protocol package, found without importing."""
+    generic = importlib.import_module(PROTOCOLS_PACKAGE)
+    agents = importlib.import_module(AGENTS_PACKAGE)
+    names = {info.name for info in pkgutil.iter_modules(generic.__path__)}
+    names |= {info.name for info in pkgutil.iter_modules(agents.__path__) if info.ispkg}
+    return sorted(names)
 
 
 def _import_all() -> None:
-    """Import every protocol module (to list what is known); broken ones are skipped."""
-    package = importlib.import_module(PROTOCOLS_PACKAGE)
-    for info in pkgutil.iter_modules(package.__path__):
+    """Import every analysis module (to list what is known); broken ones are skipped."""
+    for prefix in _prefixes():
         try:
-            importlib.import_module(f"{PROTOCOLS_PACKAGE}.{info.name}")
+            _import_prefix(prefix)
         except Exception:  # noqa: BLE001,S112 - a broken module must not hide the others
             continue
 

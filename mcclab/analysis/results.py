@@ -3,7 +3,8 @@
 A folder ``results/<experiment>/<run-id>/`` holds ``run.json``, ``spec.yaml``,
 ``env.json``, ``tables/per_second.csv`` and optionally ``tables/links.csv``,
 ``tables/protocol.csv`` and ``tables/agents.csv``
-(the contract is in ``docs/results.md``). Only ``run.json`` is required: a run
+(the contract is in ``docs/results.md``; its names and columns in
+:mod:`mcclab.resultsdir`). Only ``run.json`` is required: a run
 that failed early may have nothing else, and its report must still say so.
 A file that exists but breaks the contract is an error naming the file and
 field, like the topology loader's; a missing optional file is a note.
@@ -25,6 +26,21 @@ from mcclab.analysis.metrics import Window
 from mcclab.experiment.quantities import REFERENCE_KINDS, FigureRef, Reference, ip_bits_problem
 from mcclab.experiment.spec import plugin_arg_flows
 from mcclab.model.loader import SpecError, field_path, read_yaml
+from mcclab.resultsdir import (
+    AGENT_COLUMNS,
+    AGENTS_CSV,
+    ENV_JSON,
+    LINK_COLUMNS,
+    LINKS_CSV,
+    OPTIONAL_NUMBER_COLUMNS,
+    PER_SECOND_COLUMNS,
+    PER_SECOND_CSV,
+    PROTOCOL_COLUMNS,
+    PROTOCOL_CSV,
+    RUN_JSON,
+    SPEC_YAML,
+    TEXT_COLUMNS,
+)
 
 # "running" is not a final status: run.json still says so when the runner is
 # still going or died without writing its final record (kill -9, power loss).
@@ -32,15 +48,6 @@ from mcclab.model.loader import SpecError, field_path, read_yaml
 # (mcclab.experiment.record). Both are analysed like an interrupted run.
 Status = Literal["complete", "interrupted", "failed", "running", "killed"]
 
-PER_SECOND_COLUMNS = ["t", "flow", "kind", "node", "throughput_bps", "packets", "lost", "level"]
-LINK_COLUMNS = ["t", "link", "src", "dst", "pkts_out", "bytes_out",
-                "drops_queue", "drops_loss", "qlen_pkts"]
-PROTOCOL_COLUMNS = ["t", "flow", "node", "role", "name", "value"]
-AGENT_COLUMNS = ["t", "flow", "node", "role", "event", "timer_late_max_ms"]
-_TEXT_COLUMNS = {"flow", "kind", "node", "link", "src", "dst", "role", "name", "event"}
-# Columns that may be empty in a row: no subscription level for TCP, no loss
-# count where the receiver cannot see sequence numbers.
-_OPTIONAL_NUMBERS = {"level", "lost", "value", "timer_late_max_ms"}
 
 
 class RunError(Exception):
@@ -211,7 +218,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def load_info(folder: Path) -> RunInfo:
     """Read ``run.json``; RunError if it is missing or breaks the contract."""
-    path = folder / "run.json"
+    path = folder / RUN_JSON
     if not path.is_file():
         raise RunError(f"{folder}: no run.json (is this a results folder?)")
     try:
@@ -238,12 +245,12 @@ def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
         raise RunError(f"{path}: missing column(s) {', '.join(missing)}")
     table = raw[columns].copy()
     for col in columns:
-        if col in _TEXT_COLUMNS:
+        if col in TEXT_COLUMNS:
             continue
         cells = table[col].str.strip()
         numbers = pd.to_numeric(cells.where(cells != ""), errors="coerce")
         bad = numbers.isna() & (cells != "")
-        if col not in _OPTIONAL_NUMBERS:
+        if col not in OPTIONAL_NUMBER_COLUMNS:
             bad |= cells == ""
         if bad.any():
             line = int(bad.to_numpy().nonzero()[0][0]) + 2  # header is line 1
@@ -258,19 +265,19 @@ def load_run(folder: Path | str) -> Run:
     folder = Path(folder)
     info = load_info(folder)
     notes: list[str] = []
-    spec_path = folder / "spec.yaml"
+    spec_path = folder / SPEC_YAML
     if spec_path.is_file():
         spec = load_spec(spec_path)
     else:
         notes.append("spec.yaml is missing: no reference quantities to compare")
         spec = SpecView(name=info.experiment)
-    env_path = folder / "env.json"
+    env_path = folder / ENV_JSON
     env: dict[str, Any] = {}
     if env_path.is_file():
         env = _read_json(env_path)
     else:
         notes.append("env.json is missing: the environment is unknown")
-    per_second_path = folder / "tables" / "per_second.csv"
+    per_second_path = folder / PER_SECOND_CSV
     if per_second_path.is_file():
         per_second = read_table(per_second_path, PER_SECOND_COLUMNS)
     else:
@@ -278,9 +285,9 @@ def load_run(folder: Path | str) -> Run:
         per_second = read_table_empty(PER_SECOND_COLUMNS)
     # Optional tables: a bad one costs what it feeds (a figure, gauges, the stall
     # check), not the report.
-    links = _optional_table(folder, "links.csv", LINK_COLUMNS, notes)
-    protocol = _optional_table(folder, "protocol.csv", PROTOCOL_COLUMNS, notes)
-    agents = _optional_table(folder, "agents.csv", AGENT_COLUMNS, notes)
+    links = _optional_table(folder, LINKS_CSV, LINK_COLUMNS, notes)
+    protocol = _optional_table(folder, PROTOCOL_CSV, PROTOCOL_COLUMNS, notes)
+    agents = _optional_table(folder, AGENTS_CSV, AGENT_COLUMNS, notes)
     run = Run(folder, info, spec, env, per_second, links, notes,
               read_table_empty(PROTOCOL_COLUMNS) if protocol is None else protocol,
               read_table_empty(AGENT_COLUMNS) if agents is None else agents)
@@ -291,22 +298,22 @@ def load_run(folder: Path | str) -> Run:
     return run
 
 
-def _optional_table(folder: Path, name: str, columns: list[str],
+def _optional_table(folder: Path, table: Path, columns: list[str],
                     notes: list[str]) -> pd.DataFrame | None:
-    """``tables/<name>`` when it exists and keeps the contract; None, with a note if bad."""
-    path = folder / "tables" / name
+    """``folder/table`` when it exists and keeps the contract; None, with a note if bad."""
+    path = folder / table
     if not path.is_file():
         return None
     try:
         return read_table(path, columns)
     except RunError as exc:
-        notes.append(f"tables/{name} ignored: {exc}")
+        notes.append(f"{table.as_posix()} ignored: {exc}")
         return None
 
 
 def read_table_empty(columns: list[str]) -> pd.DataFrame:
     """An empty table with the given columns (numbers as float, names as text)."""
-    return pd.DataFrame({c: pd.Series(dtype=str if c in _TEXT_COLUMNS else float)
+    return pd.DataFrame({c: pd.Series(dtype=str if c in TEXT_COLUMNS else float)
                          for c in columns})
 
 

@@ -1,11 +1,11 @@
-"""Reading and reporting a sweep: ``sweep.json`` and the run folders it lists, nothing else.
+"""Reading a sweep: ``sweep.json`` and the run folders it lists, nothing else.
 
 ``results/<exp>/sweep-<id>/sweep.json`` names the sweep's runs (folders
-relative to the sweep folder) and the values each was run with. From them
-the analysis writes ``sweep.csv`` (one row per run and reference quantity),
-the sweep figures (``@sweep_figure`` plugins named in the sweep's spec),
-``trials.csv`` for a sweep over ``seed`` (:mod:`mcclab.analysis.trials`) and
-``report.html``, a self-contained page like a run's.
+relative to the sweep folder) and the values each was run with. :class:`Sweep`
+holds them with each run's summary and gives ``sweep.csv``'s table (one row per
+run and reference quantity); sweep figure plugins receive it. The sweep's
+files (``sweep.csv``, figures, ``trials.csv``, ``report.html``) are written by
+:mod:`mcclab.analysis.sweep_report`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcclab.analysis.figures import plugin_figure
 from mcclab.analysis.results import Run, RunError, load_run
 from mcclab.analysis.summary import Summary, summarise
 from mcclab.experiment.quantities import FigureRef
 from mcclab.model.loader import SpecError, field_path
+from mcclab.resultsdir import SWEEP_JSON
 
 CSV_COLUMNS = ["run", "status", "overloaded", "label", "kind", "unit", "paper", "measured",
                "verdict"]
@@ -141,7 +141,7 @@ def load_sweep(folder: Path | str) -> Sweep:
     the sweep's other runs still make a report.
     """
     folder = Path(folder)
-    path = folder / "sweep.json"
+    path = folder / SWEEP_JSON
     if not path.is_file():
         raise RunError(f"{folder}: no sweep.json (is this a sweep folder?)")
     try:
@@ -177,38 +177,3 @@ def load_sweep(folder: Path | str) -> Sweep:
 def _describe(values: dict[str, Any]) -> str:
     """Set values for people: 'a=1, b=2'."""
     return ", ".join(f"{k}={v}" for k, v in values.items()) or "no values"
-
-
-def write_sweep_csv(sweep: Sweep) -> Path:
-    """Write ``sweep.csv`` into the sweep folder."""
-    path = sweep.path / "sweep.csv"
-    sweep.table().to_csv(path, index=False)
-    return path
-
-
-def write_sweep_figures(sweep: Sweep, captions: dict[str, str] | None = None) -> list[Path]:
-    """The sweep's figures (plugins); failures become notes."""
-    paths: list[Path] = []
-    for ref in sweep.info.figures:
-        made = plugin_figure(ref, sweep, sweep.path / "figures", sweep.notes, sweep=True)
-        paths += made
-        if captions is not None and made:
-            caption = ref.plugin(sweep=True).doc
-            captions.update({p.stem: caption for p in made})
-    return paths
-
-
-def build_sweep_report(folder: Path | str) -> Path:
-    """Read a sweep folder, write sweep.csv, the figures and report.html; return the page."""
-    from mcclab.analysis.sweep_report import render_sweep
-    from mcclab.analysis.trials import write_trials_csv
-
-    sweep = load_sweep(folder)
-    write_sweep_csv(sweep)
-    write_trials_csv(sweep)
-    captions: dict[str, str] = {}
-    figures = write_sweep_figures(sweep, captions)
-    page = sweep.path / "report.html"
-    page.write_text(render_sweep(sweep, figures, captions))
-    return page
-

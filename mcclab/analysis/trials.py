@@ -18,16 +18,11 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from mcclab.analysis.summary import judge
-from mcclab.analysis.sweep import table_cell
-
-if TYPE_CHECKING:
-    from mcclab.analysis.summary import Quantity
-    from mcclab.analysis.sweep import Sweep, SweepPoint
+from mcclab.analysis.summary import Quantity, judge
+from mcclab.analysis.sweep import Sweep, SweepPoint, table_cell
 
 TRIAL_KEY = "seed"
 STAT_COLUMNS = ["label", "kind", "unit", "runs", "missing", "overloaded", "mean", "sd", "min",

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mcclab.jsonfile import write_json_atomic
 from mcclab.state import proc_start_time
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -50,13 +51,6 @@ def runner_alive(record: dict[str, Any]) -> bool | None:
     return proc_start_time(pid) == start
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON atomically (a private temporary name: two sweepers may race)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    tmp.replace(path)
-
-
 def mark_killed_runs(results_root: Path) -> list[Path]:
     """Mark ``killed`` every run under ``results_root`` whose record says ``running`` but
     whose runner is dead; return their folders.
@@ -81,6 +75,6 @@ def mark_killed_runs(results_root: Path) -> list[Path]:
         record["status"] = "killed"
         record["killed_found"] = datetime.now(UTC).isoformat()
         with contextlib.suppress(OSError):
-            _write_json(path, record)
+            write_json_atomic(path, record)
             marked.append(path.parent)
     return marked

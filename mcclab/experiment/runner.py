@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from mcclab import resultsdir
 from mcclab.commands import Cmd
 from mcclab.experiment import tables
 from mcclab.experiment.captures import start_captures
@@ -55,9 +56,10 @@ from mcclab.experiment.starts import (
     spawn_armed,
 )
 from mcclab.forkserver import ForkServer, forkable, preload, start_tool
+from mcclab.jsonfile import write_json_atomic
 from mcclab.lab import Lab, LabOptions, PreflightError
 from mcclab.model.topology import Topology
-from mcclab.monitoring import Monitoring, start_monitoring
+from mcclab.monitoring.session import Monitoring, start_monitoring
 from mcclab.net.node_config import netns_name
 from mcclab.probes.reach import wait_for
 from mcclab.routing import frr
@@ -260,13 +262,6 @@ def environment(lab: Lab | None) -> dict[str, Any]:
     return env
 
 
-def _write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    tmp.replace(path)
-
-
 def _run_record(res: Resolved, st: RunState) -> dict[str, Any]:
     """run.json content."""
     exp = res.experiment
@@ -293,7 +288,7 @@ def _run_record(res: Resolved, st: RunState) -> dict[str, Any]:
 
 def _record(res: Resolved, st: RunState) -> None:
     """Rewrite run.json with the run's state now."""
-    _write_json(st.run_dir / "run.json", _run_record(res, st))
+    write_json_atomic(st.run_dir / "run.json", _run_record(res, st))
 
 
 def _settle(st: RunState) -> None:
@@ -461,7 +456,7 @@ def _sample_links(lab: Lab, st: RunState, t: int) -> None:
         row["pkts_out"], row["bytes_out"] = row.pop("pkts_sent"), row.pop("bytes_sent")
         rows.append(row)
     if st.links is None:
-        st.links = tables.CsvAppender(st.run_dir / "tables" / "links.csv")
+        st.links = tables.CsvAppender(st.run_dir / resultsdir.LINKS_CSV)
     st.links.append(rows)
 
 
@@ -513,7 +508,7 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
         stop.enter("bring-up")
         _record(res, st)
         lab.up()
-        _write_json(run_dir / "env.json", environment(lab))
+        write_json_atomic(run_dir / "env.json", environment(lab))
         launch_plan = plan_launches(exp, lab.plan, run_dir)
         st.agents = launch_plan.agents
         for path, content in launch_plan.files.items():
@@ -661,7 +656,7 @@ def _finish(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None) -> Non
                     st.status = "failed"
                 st.error = st.error or f"writing the tables failed: {type(exc).__name__}: {exc}"
         if not (run_dir / "env.json").exists():
-            _write_json(run_dir / "env.json", environment(lab))
+            write_json_atomic(run_dir / "env.json", environment(lab))
         _settle(st)
         _record(res, st)
         try:
@@ -703,16 +698,16 @@ def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
         series.append(tables.iperf_series(Path(server.log), flow.name, flow.type, server.node,
                                           starts))
     seconds = int(st.elapsed + 1e-6)
-    tables.per_second(series, st.t0, seconds).to_csv(st.run_dir / "tables" / "per_second.csv",
+    tables.per_second(series, st.t0, seconds).to_csv(st.run_dir / resultsdir.PER_SECOND_CSV,
                                                      index=False)
     agents = [(Path(launch.log), launch.flow, launch.node, launch.role) for launch in lp.launches
               if launch.role in ("sender", "receiver")]
     tables.protocol_table(agents, st.t0, seconds).to_csv(
-        st.run_dir / "tables" / "protocol.csv", index=False)
+        st.run_dir / resultsdir.PROTOCOL_CSV, index=False)
     timing = [tables.AgentLaunch(Path(launch.log), launch.flow, launch.node, launch.role,
                                  launch.start, launch.stop)
               for launch in lp.launches if launch.role in ("sender", "receiver")]
-    tables.agent_timing_table(timing, st.t0).to_csv(st.run_dir / "tables" / "agents.csv",
+    tables.agent_timing_table(timing, st.t0).to_csv(st.run_dir / resultsdir.AGENTS_CSV,
                                                     index=False)
     _write_starts(lp, st)
     if st.links is not None:

@@ -5,7 +5,7 @@ Each point is the experiment resolved with the profile, the command line's
 own run folder. The sweep's folder ``results/<exp>/sweep-<id>/`` records the
 points (``sweep.json``, rewritten after every run, so even a killed sweep
 leaves a readable record); the analysis then writes ``sweep.csv``, the sweep
-figures and ``report.html`` (:mod:`mcclab.analysis.sweep`).
+figures and ``report.html`` (:mod:`mcclab.analysis.sweep_report`).
 
 Ctrl-C (or SIGTERM) stops the sweep: the current run is torn down and
 recorded as interrupted by the runner, no further point is started, and the
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from mcclab.experiment.loader import Resolved, find_experiment, resolve
+from mcclab.jsonfile import write_json_atomic
 from mcclab.model.loader import SpecError
 
 
@@ -96,13 +97,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def _write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    tmp.replace(path)
-
-
 def _status_of(run_dir: Path | None) -> str:
     """A run's status from its run.json ('failed' when there is none)."""
     try:
@@ -113,7 +107,7 @@ def _status_of(run_dir: Path | None) -> str:
 
 def run_sweep(name_or_path: str, sweep: str, profile: str, options: SweepOptions) -> Path:
     """Run every point of a sweep and write the sweep folder; return its path."""
-    from mcclab.analysis.sweep import build_sweep_report
+    from mcclab.analysis.sweep_report import build_sweep_report
 
     base, points = plan(name_or_path, sweep, profile, options.sets)
     execute = options.execute
@@ -131,7 +125,7 @@ def run_sweep(name_or_path: str, sweep: str, profile: str, options: SweepOptions
         "status": "running", "started": datetime.now(UTC).isoformat(), "ended": None,
         "planned": len(points), "runs": [],
     }
-    _write_json(folder / "sweep.json", record)
+    write_json_atomic(folder / "sweep.json", record)
     status = "complete"
     with _sigterm_as_interrupt():
         for k, (point, resolved) in enumerate(points, start=1):
@@ -161,11 +155,11 @@ def run_sweep(name_or_path: str, sweep: str, profile: str, options: SweepOptions
                 record["runs"].append(entry)
             if entry["status"] == "interrupted":
                 status = "interrupted"
-            _write_json(folder / "sweep.json", record)
+            write_json_atomic(folder / "sweep.json", record)
             if status != "complete":
                 break
     record["status"], record["ended"] = status, datetime.now(UTC).isoformat()
-    _write_json(folder / "sweep.json", record)
+    write_json_atomic(folder / "sweep.json", record)
     try:
         build_sweep_report(folder)
     except Exception as exc:  # noqa: BLE001 - the record stands; `mcclab report` can rebuild

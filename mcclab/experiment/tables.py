@@ -2,14 +2,14 @@
 
 Every source is first turned into a cumulative series (time, bytes, packets,
 lost) on the shared monotonic clock, then sampled at each whole second of the
-experiment, so flows that report on different grids line up exactly.
+experiment, so flows that report on different grids line up exactly. The tables' file
+names and columns are the results folder's contract (:mod:`mcclab.resultsdir`).
 """
 
 from __future__ import annotations
 
 import bisect
 import csv
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +17,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-COLUMNS = ["t", "flow", "kind", "node", "throughput_bps", "packets", "lost", "level"]
-PROTOCOL_COLUMNS = ["t", "flow", "node", "role", "name", "value"]
-AGENT_COLUMNS = ["t", "flow", "node", "role", "event", "timer_late_max_ms"]
+from mcclab.resultsdir import AGENT_COLUMNS, PER_SECOND_COLUMNS, PROTOCOL_COLUMNS, event_records
 
 _INTERVAL = re.compile(
     r"^\[\s*\d+\]\s+(?P<a>[\d.]+)-(?P<b>[\d.]+)\s+sec\s+(?P<xfer>[\d.]+)\s+(?P<xu>\w?)Bytes\s+"
@@ -104,21 +102,6 @@ class Series:
                 break
             value = level
         return value
-
-
-def event_records(log: Path) -> list[dict]:
-    """The JSON records of an agent's event log (lines cut by a kill are skipped)."""
-    if not log.exists():
-        return []
-    out = []
-    for line in log.read_text(errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
 
 
 def agent_series(log: Path, flow: str, node: str, kind: str = "multicast") -> Series:
@@ -311,4 +294,4 @@ def per_second(series: list[Series], t0: float, seconds: int) -> pd.DataFrame:
                 "level": "" if level is None else level,
             })
             prev = cur
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=PER_SECOND_COLUMNS)

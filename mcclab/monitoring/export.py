@@ -1,5 +1,9 @@
 """The run's series, kept in the results folder: ``tables/metrics.csv.gz``, and back to OpenMetrics.
 
+:func:`copy_series` copies them from the run's Prometheus at the end of the run
+(before its database is removed), and :func:`keep_configs` keeps the monitoring
+configuration beside them in ``logs/monitoring/``.
+
 ``metrics.csv.gz`` is a gzipped CSV (``pandas.read_csv`` and ``zcat`` read it as
 it is), tidy, one row per stored sample: ``time`` (Unix seconds),
 ``metric``, one column per label, ``value``. It holds every raw sample with
@@ -18,13 +22,17 @@ from __future__ import annotations
 import csv
 import gzip
 import math
-from collections.abc import Callable, Iterable
+import shutil
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO
+
+from mcclab.monitoring import prometheus as prom
 
 METRICS_CSV = Path("tables") / "metrics.csv.gz"
 LEGACY_METRICS_CSV = Path("tables") / "metrics.csv"
 FIXED = ("time", "metric", "value")
+CONFIGS = Path("logs") / "monitoring"
 
 
 def metrics_path(run_dir: Path) -> Path:
@@ -72,6 +80,30 @@ def write_series_csv(label_sets: list[dict[str, str]], fetch: Callable[[str], li
                     writer.writerow([f"{float(ts):.3f}", name, *values, value])
                     count += 1
     return count
+
+
+def copy_series(url: str, run: str, start: float, end: float, run_dir: Path) -> int:
+    """Every raw sample labelled ``run`` in [start, end] from the Prometheus at ``url``
+    into ``run_dir``'s ``tables/metrics.csv.gz``; returns the row count."""
+    selector = f'{{run="{run}"}}'
+    return write_series_csv(
+        prom.series(url, selector, start, end),
+        lambda name: prom.raw_samples(url, prom.with_name(selector, name), start, end),
+        run_dir / METRICS_CSV)
+
+
+def keep_configs(run_dir: Path, files: Mapping[str, Path]) -> list[Path]:
+    """Copy monitoring files into ``logs/monitoring/`` as ``<name><suffix>``; returns the copies.
+
+    A file that is gone (a part that never started) is left out.
+    """
+    keep = run_dir / CONFIGS
+    keep.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for name, path in files.items():
+        if path.is_file():
+            copies.append(Path(shutil.copy2(path, keep / f"{name}{path.suffix}")))
+    return copies
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

@@ -13,13 +13,17 @@ Prometheus adds the target labels ``run``, ``experiment``, ``node``, ``flow``,
 series carries at least :data:`COMMON_LABELS`. Series that belong to no flow
 (links, routers) carry ``flow="none"`` and ``protocol="none"``.
 
+**Protocol gauges** are declared by each protocol in its own package (its SPEC's
+``sender_gauges`` and ``receiver_gauges``, see docs/protocols.md) and assembled by
+:func:`core_gauges` from the protocols the registry discovers;
+``tests/unit/test_monitoring_contract.py`` checks that every core exports exactly
+what its protocol declares.
+
 **Pending metrics.** A protocol whose dashboards exist before its agent lists
 its gauges in :data:`PENDING_CORE_GAUGES` (and runtime counters it needs in
-:data:`PENDING_RUNTIME`): the contract its core must honour when it lands. When a
-protocol is registered in ``agents/runtime/registry.py``, its entry moves to
-:data:`CORE_GAUGES`; ``tests/unit/test_monitoring_contract.py`` fails until that
-is done and until the core really exports every gauge listed for it. All four
-papers' protocols (WEBRC, RLC, ORMCC, STAIR) are registered now.
+:data:`PENDING_RUNTIME`): the contract its core must honour when it lands. Once
+the protocol's package exposes a SPEC, its entry must leave
+:data:`PENDING_CORE_GAUGES`; the contract test fails until it has.
 """
 
 from __future__ import annotations
@@ -111,117 +115,16 @@ PENDING_RUNTIME: tuple[MetricDef, ...] = ()
 
 # --- protocol cores ------------------------------------------------------------------------
 
-# Registered protocols: checked against the real cores by the contract test.
-CORE_GAUGES: dict[str, ProtocolGauges] = {
-    "cbr": ProtocolGauges("cbr", sender={"target_rate_bps": "configured rate, bit/s"}),
-    "layered-cbr": ProtocolGauges(
-        "layered-cbr",
-        sender={"layers": "number of layers", "target_rate_bps": "sum of the layer rates"},
-        receiver={"subscription_level": "layers joined (level k = layers 0..k-1)",
-                  "subscribed_rate_bps": "sum of the joined layers' rates, bit/s"}),
-    "rlc": ProtocolGauges(
-        "rlc",
-        sender={"layers": "number of layers", "sp_interval_seconds": "time between SPs",
-                "cycle": "current burst cycle number",
-                "target_rate_bps": "B_(l-1): all layers, bit/s of payload",
-                "skipped_transmissions": "grid points skipped after a stall, cumulative"},
-        receiver={
-            "subscription_level": "layers joined",
-            "level": "the paper's subscription level i (layers 0..i joined)",
-            "level_rate_bps": "B_i of the current level, bit/s of payload",
-            "sp_joins": "joins made at synchronisation points, cumulative",
-            "deaf": "1 while in a deaf period after a drop, else 0",
-            "deaf_periods": "deaf periods entered, cumulative",
-            "rx_packets": "packets received on joined layers, cumulative",
-            "lost_packets": "packets lost on joined layers, cumulative",
-            "lost_burst_phase": "lost packets that belonged to a burst, cumulative",
-            "lost_normal_phase": "lost packets of the normal phase, cumulative",
-            "loss_events": "losses counted once per deaf period (burst losses), cumulative",
-            "ignored_deaf": "normal-phase losses ignored in a deaf period, cumulative",
-            "sp_seen": "SPs of the current level seen, cumulative",
-            "sp_blocked": "SPs where the burst had a loss (no join), cumulative",
-            "perceived_loss_rate": "lost over expected packets on joined layers",
-            "burst_loss_rate": "loss events over expected packets",
-        }),
-    "ormcc": ProtocolGauges(
-        "ormcc",
-        sender={
-            "rate_bps": "current sending rate, bit/s",
-            "cr_id": "numeric id of the current representative (CR) receiver",
-            "cr_switches": "CR changes, cumulative",
-            "cr_valid": "1 while the CR is valid (packets carry its TRAC), else 0",
-            "rtt_cr_s": "smoothed RTT between the source and the CR, seconds",
-            "rtt_max_s": "largest RTT_cr seen, seconds",
-            "mu_cr_bps": "E(mu^cr): the CR's average TRAC, bit/s",
-            "sigma_cr_bps": "deviation of the CR's TRAC, bit/s",
-            "t_cr_s": "E(T^cr): average CR response time at full load, seconds",
-            "ci_rx": "CIs received, cumulative",
-            "ci_rx_cr": "CIs received from the CR, cumulative",
-            "ci_ignored": "CIs from other receivers that changed nothing, cumulative",
-            "ci_malformed": "feedback datagrams that were not CIs, cumulative",
-            "rate_cuts": "rate cuts, cumulative",
-            "cr_timeouts": "CR checking timer expiries, cumulative",
-        },
-        receiver={
-            "is_cr": "1 while this receiver is the CR, else 0",
-            "ci_sent": "congestion indications sent, cumulative",
-            "ci_suppressed": "congestion indications suppressed, cumulative",
-            "rid": "this receiver's 32-bit id (matches the sender's cr_id)",
-            "trac_avg_bps": "E(U): this receiver's average TRAC, bit/s",
-            "trac_last_bps": "the last TRAC sample, bit/s",
-            "loss_events": "packets that revealed a sequence gap, cumulative",
-            "lost_packets": "packets missing in those gaps, cumulative",
-        }),
-    "webrc": ProtocolGauges(
-        "webrc",
-        sender={"waves": "number of wave channels (T)",
-                "base_rate_bps": "base channel rate, bit/s",
-                "waves_active": "active waves at any time (N)",
-                "tsi": "current time slot index",
-                "skipped_packets": "packets skipped by a sender woken too late, cumulative"},
-        receiver={
-            "artt_seconds": "ARTT: the receiver's average round-trip time estimate, seconds",
-            "lossp": "LOSSP: the loss event probability estimate (0..1; 0 until start-up ends)",
-            "trate_bps": "TRATE: the target reception rate from the equation, bit/s",
-            "nwc": "NWC: the receiver's NWC variable (the wave channel count of RFC 3738)",
-            "arr_pps": "ARR: anticipated reception rate, packets/s",
-            "trr_pps": "TRR: true (averaged) reception rate, packets/s",
-            "rr_pps": "RR: reception rate of the last epoch, packets/s",
-            "startup": "1 during start-up (sec. 3.2), else 0",
-            "wave_joins": "wave joins, cumulative (the runtime's joins_total adds the base)",
-            "wave_leaves": "wave leaves, cumulative",
-            "join_timeouts": "join timeouts, cumulative",
-            "loss_events": "loss events, cumulative",
-        }),
-    "stair": ProtocolGauges(
-        "stair",
-        sender={"layers": "channels: CLs + NCLs + SLs",
-                "cumulative_layers": "cumulative layers (CLs) sent",
-                "noncumulative_layers": "non-cumulative layers (NCLs) sent",
-                "stair_layers": "stair layers (SLs) sent",
-                "target_rate_bps": "mean output over every layer, bit/s",
-                "probes_echoed": "RTT probes echoed, cumulative"},
-        receiver={
-            "subscription_level": "units held on CLs and NCLs (base rate units)",
-            "static_rate_bps": "rate of the CLs and NCLs held, bit/s",
-            "cumulative_layers": "cumulative layers joined",
-            "noncumulative_mask": "non-cumulative layers joined (bit i: NCL_i)",
-            "stair_layer": "index of the stair layer joined (-1: none)",
-            "stair_rtt_ms": "RTT the joined stair layer emulates, ms",
-            "rtt_ms": "RTT estimate, ms",
-            "mrtt_ms": "last join latency (MRTT), ms",
-            "rtt_sample_ms": "last probe RTT sample (kernel timestamps, hosts' delay out), ms",
-            "probe_host_ms": "time the last probe and its echo waited in the two hosts, ms",
-            "increases": "additive increases, cumulative",
-            "decreases": "multiplicative decreases, cumulative",
-            "loss_events": "loss events, cumulative",
-            "lost_packets": "packets lost (sequence gaps), cumulative",
-            "periods": "stair periods ended, cumulative",
-            "probes_sent": "RTT probes sent, cumulative",
-            "probe_replies": "RTT probe replies received, cumulative",
-            "bad_ext": "packets whose extension did not match their channel, cumulative",
-        }),
-}
+def core_gauges() -> dict[str, ProtocolGauges]:
+    """The gauges of every registered protocol, as each declares them in its own package
+    (``SENDER_GAUGES`` and ``RECEIVER_GAUGES`` of its SPEC); the contract test checks them
+    against the real cores."""
+    # Imported here: the registry imports every protocol package, which the exporter and
+    # the dashboards' label checks do not need until they ask for core gauges.
+    from agents.runtime.registry import protocols
+
+    return {name: ProtocolGauges(name, dict(spec.sender_gauges), dict(spec.receiver_gauges))
+            for name, spec in protocols().items()}
 
 # Protocols without an agent yet: THE CONTRACT their cores must export. Every
 # gauge is a plain number, refreshed at least once a second through metrics().
@@ -290,7 +193,7 @@ def core_metrics(table: dict[str, ProtocolGauges]) -> list[MetricDef]:
 
 def available() -> dict[str, MetricDef]:
     """Every metric some exporter or agent defines today, by name."""
-    defs = [*RUNTIME, *core_metrics(CORE_GAUGES), *EXPORTER, *PROMETHEUS]
+    defs = [*RUNTIME, *core_metrics(core_gauges()), *EXPORTER, *PROMETHEUS]
     return {m.name: m for m in defs}
 
 

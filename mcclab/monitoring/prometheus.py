@@ -4,7 +4,8 @@ One scrape configuration serves both ways of running Prometheus:
 
 * **per run** (the default): the runner starts ``/usr/bin/prometheus`` in the
   root namespace, in its own process group, tracked in the lab state, listening
-  on 127.0.0.1 only, with its configuration and TSDB in the lab's directory;
+  on 127.0.0.1 only, with its configuration in the lab's directory and its TSDB
+  on disk (``mcclab.monitoring.storage``);
 * **the machine's service** (the VM, provisioned by ``ansible/roles/grafana``):
   when ``/etc/mcclab/prometheus.json`` names a Prometheus that answers, the
   runner only drops the run's target file, ``<lab-id>.json``, into the
@@ -36,7 +37,7 @@ from mcclab.monitoring import metric_names as mn
 PROMETHEUS_BIN = "/usr/bin/prometheus"
 SERVICE_MARKER = Path("/etc/mcclab/prometheus.json")
 SCRAPE_INTERVAL = "1s"
-RUN_RETENTION = "2d"  # a per-run TSDB lives in the lab directory; this only bounds it
+RUN_RETENTION = "2d"  # a per-run TSDB is removed at the run's end; this only bounds it
 # The head block keeps every sample in memory until it spans 1.5 block lengths, then
 # the oldest block length is cut to an on-disk block (Prometheus's default: 2 h, so a
 # run's head grew with the run). Two minutes is the shortest block whose chunks still
@@ -47,10 +48,11 @@ RUN_RETENTION = "2d"  # a per-run TSDB lives in the lab directory; this only bou
 # number (each keeps its files open) grows slowly with the run, capped by the retention.
 RUN_BLOCK = "2m"
 # Prometheus preallocates each block's chunk file at the segment size (512 MiB by
-# default) and truncates it once the block is written. The TSDB is on tmpfs, where a
-# preallocation takes RAM: with 2-min blocks every compaction took 512 MiB for a
-# moment. 64 MiB keeps that below Prometheus's own resident size (~100 MiB in the
-# soak), and a block of the largest length still fits in a few files.
+# default) and truncates it once the block is written: with 2-min blocks every
+# compaction took 512 MiB for a moment, on disk, or in RAM where the TSDB root is on
+# tmpfs (MCCLAB_TSDB_ROOT may point there). 64 MiB keeps that below Prometheus's own
+# resident size (~100 MiB in the soak), and a block of the largest length still fits
+# in a few files.
 RUN_CHUNK_SEGMENT = "64MB"
 DEFAULT_PORT = 9090
 

@@ -23,13 +23,21 @@ from mcclab.state import LabState
 
 
 class MininetBackend:
-    """Builds a Topology's nodes and links with Mininet, recording each resource first."""
+    """Builds a Topology's nodes and links with Mininet, recording each resource first.
+
+    The default ``mcclab.net.backend.NetworkBackend`` (``LabOptions.network_backend``).
+    """
 
     def __init__(self, runner: Runner, state: LabState):
         self.runner = runner
         self.state = state
         self.hosts: dict[str, object] = {}
         self._net = None
+
+    @property
+    def net(self):  # noqa: ANN201 - mininet has no type hints
+        """The Mininet object holding the nodes (None before the first node), for its CLI."""
+        return self._net
 
     def _mininet(self):  # noqa: ANN202 - mininet has no type hints
         """Create the Mininet container lazily (importing mininet needs Debian's python)."""
@@ -95,13 +103,3 @@ class MininetBackend:
             node.shell = None
         self.hosts.clear()
         self._net = None
-
-    def build(self, topo: Topology, plan: AddressPlan) -> None:
-        """Create every node, LAN and link."""
-        for name, node in topo.nodes.items():
-            if node.kind == "lan":
-                self.add_lan(name)
-            else:
-                self.add_node(name)
-        for index in range(len(topo.links)):
-            self.add_link(topo, plan, index)

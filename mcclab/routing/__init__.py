@@ -1,8 +1,13 @@
-"""Multicast routing backends as pure planners: config text and argv lists, no I/O.
+"""Multicast routing: pure planners (config text and argv lists) and the one runner.
 
-Usage: build a :class:`RouterSpec` per router, call :func:`plan_router`, and
-hand the :class:`DaemonPlan` to the runner. See docs/routing.md for the
-measured behaviour of each backend.
+The plan/run split is the same as in ``mcclab.links``. The planners
+(``frr``, ``pimd``, ``smcroute``, and ``plan``, which derives their inputs
+from a topology) do no I/O: build a :class:`RouterSpec` per router, call
+:func:`plan_router`, and hand the :class:`DaemonPlan` to
+``mcclab.routing.runner``, which writes the files, starts the daemons and polls
+readiness. Importing this package loads the planners alone (no topology
+model, no processes); ``plan`` and ``runner`` are imported by name. See
+docs/routing.md for the measured behaviour of each backend.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ The planners in ``frr``, ``pimd`` and ``smcroute`` are pure: they turn a
 start, pid files, readiness probes) and never touch the system. A separate
 runner creates the directories, writes the files, starts every argv inside
 the router's network namespace in its own process group, polls readiness and
-finally stops each process group. Inputs are plain frozen dataclasses so this
-package does not depend on the topology model.
+finally stops each process group (``mcclab.routing.runner``). Inputs are plain
+frozen dataclasses so the planners do not depend on the topology model; only
+``mcclab.routing.plan`` reads a topology.
 """
 
 from __future__ import annotations

@@ -91,6 +91,10 @@ class Check:
         task = self.progress.add_task(name, total=None)
         st.task = task
         start = time.monotonic()
+        if not console.is_terminal:
+            # Rich draws its live display only on a terminal: in a log or CI, a line per
+            # step is the progress (the check runs 20-35 min).
+            console.print(f"... {name}", highlight=False)
         try:
             yield st
             if st.ok is None:
@@ -101,9 +105,11 @@ class Check:
             raise
         finally:
             st.seconds = time.monotonic() - start
-            self.progress.update(task, description=f"{'[green]✓' if st.ok else '[red]✗'}"
-                                 f"[/] {name} ({st.seconds:.0f} s)"
-                                 + (f" — {st.note}" if st.note else ""), total=1, completed=1)
+            done = (f"{'[green]✓' if st.ok else '[red]✗'}[/] {name} ({st.seconds:.0f} s)"
+                    + (f" — {st.note}" if st.note else ""))
+            self.progress.update(task, description=done, total=1, completed=1)
+            if not console.is_terminal:
+                console.print(done, highlight=False)
 
     def status(self, name: str, step: Step | None = None) -> Callable[[str], None]:
         """A callback showing a command's latest output line on its step's line."""

@@ -38,68 +38,13 @@ METRICS_PORT = 9477
 TOKEN = f"{os.getpid() % 100000:05d}"
 NET = 1 + os.getpid() % 250  # third octet, so concurrent runs do not clash
 
-# One session per registered protocol; the test fails if a protocol has none, so
-# every new agent must come with its contract case.
-CASES: dict[str, dict] = {
-    "cbr": {
-        "ssm": True,  # exercises the IGMPv3 source-specific join
-        "channels": [{"group": "232.1.1.1", "port": 6001}],
-        "params": {"rate": "2Mbit", "packet_size": "1000B"},
-        "expected": "2Mbit",
-        "silent_channels": [],
-    },
-    "layered-cbr": {
-        "ssm": False,
-        "channels": [{"group": "239.7.1.1", "port": 6002}, {"group": "239.7.1.2", "port": 6002},
-                     {"group": "239.7.1.3", "port": 6003}],
-        "params": {"rates": ["400kbit", "800kbit", "1.6Mbit"], "packet_size": "500B"},
-        "receiver_params": {"level": 2},
-        "expected": "1.2Mbit",
-        "silent_channels": [2],  # above the receiver's level
-    },
-    "rlc": {
-        "ssm": False,
-        # One layer at a short tau0, so every 1-s stats interval holds ~125 whole
-        # burst/silence/normal cycles and the rate is B_0 = s / tau0 within 5%.
-        "channels": [{"group": "239.7.6.1", "port": 6006}],
-        "params": {"layers": 1, "tau0": "1ms", "packet_size": "256B"},
-        "expected": "2.048Mbit",
-        "silent_channels": [],
-    },
-    "ormcc": {
-        "ssm": False,
-        "channels": [{"group": "239.7.5.1", "port": 6006}],
-        # No loss on a veth pair: the AIMD rate rises until max_rate; pinning the
-        # initial rate there makes the rate checkable.
-        "params": {"initial_rate": "2Mbit", "max_rate": "2Mbit", "packet_size": "1000B"},
-        "session": {"feedback_port": 6105},
-        "expected": "2Mbit",
-        "silent_channels": [],
-    },
-    # WEBRC adapts its rate, so the case checks a range: at least the base channel
-    # (BCR = 1 packet/s of 1024 B, 0.87 on average over a slot), at most the session
-    # rate. 1 Mbit/s gives N = 13 active and T = 43 wave channels plus the base (CN 43);
-    # the receiver joins the base first, then the wave in its last slot (CN 0 in slot 0).
-    "webrc": {
-        "ssm": False,
-        "channels": [{"group": f"239.7.3.{i + 1}", "port": 6006} for i in range(44)],
-        "params": {"session_rate": "1Mbit", "packet_size": "1024B"},
-        "expected_range": ["4kbit", "1Mbit"],
-        "joins_prefix": [43, 0],
-        "silent_channels": [],
-    },
-    "stair": {
-        "ssm": False,
-        # one unit (CL_0) and one stair layer; SL_16 at 256 kbit/s with 512 B packets tops
-        # out at one packet per 16 ms, so the stair is flat and the rate constant
-        "channels": [{"group": "239.7.2.1", "port": 6004}, {"group": "239.7.2.2", "port": 6004}],
-        "params": {"base_rate": "256kbit", "packet_size": "512B", "max_rate": "256kbit",
-                   "stair_layers": 1, "rtt_source": "fixed", "rtt": "16ms"},
-        "session": {"feedback_port": 6005},
-        "expected": "512kbit",
-        "silent_channels": [],
-    },
-}
+# One session per registered protocol, declared in the protocol's own package (its SPEC's
+# contract_case, agents/<package>/contract.py): channels, params, ssm, optional
+# receiver_params and session (extra session keys such as feedback_port), and what to
+# check: expected (a rate within 5%) or expected_range (adaptive protocols),
+# silent_channels (never received) and joins_prefix (joins the protocol decides). The
+# test fails if a protocol has none, so every new agent comes with its contract case.
+CASES: dict[str, dict] = {name: spec.contract_case for name, spec in protocols().items()}
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -204,7 +149,11 @@ def listening(ns: str) -> list[str]:
 
 
 def test_every_registered_protocol_has_a_contract_case():
-    assert set(protocols()) == set(CASES)
+    missing = sorted(name for name, case in CASES.items() if not case)
+    assert not missing, f"no contract_case in the SPEC of {missing}"
+    for name, case in CASES.items():
+        assert {"ssm", "channels", "params", "silent_channels"} <= set(case), name
+        assert ("expected" in case) != ("expected_range" in case), name
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

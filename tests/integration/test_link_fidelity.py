@@ -23,10 +23,10 @@ import pytest
 from mcclab.commands import Cmd
 from mcclab.lab import Lab, LabOptions, PreflightError
 from mcclab.links import LinkEmulationError, userspace
-from mcclab.links import fidelity as fx
 from mcclab.model.loader import resolve_topology
 from mcclab.model.topology import RedParams, Topology
 from mcclab.net.node_config import netns_name
+from mcclab.probes import fidelity as fx
 from mcclab.state import STATE_ROOT, leftovers
 
 # timeout: the slowest test measured 16.5 s (2-core VM); a test may also wait up to 60 s for

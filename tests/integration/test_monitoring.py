@@ -13,6 +13,9 @@ tests watch it while it runs:
   run against the run's Prometheus, returns data, except the panels of
   protocols that have no agent yet, which are listed as pending;
 * every stored series carries run, experiment, node, flow and protocol;
+* the run's Prometheus keeps its database on disk, in a folder the lab's record
+  names (so ``mcclab clean`` removes it after a crash), and the end of the run
+  removes it, recording its size;
 * the results folder keeps ``tables/metrics.csv.gz`` and it replays into a fresh
   Prometheus.
 
@@ -47,6 +50,7 @@ from mcclab.model.addressing import plan_addresses  # noqa: E402
 from mcclab.model.topology import Topology  # noqa: E402
 from mcclab.monitoring import metric_names as mn  # noqa: E402
 from mcclab.monitoring import prometheus as prom  # noqa: E402
+from mcclab.monitoring import storage  # noqa: E402
 from mcclab.monitoring.promql import read, substitute  # noqa: E402
 from mcclab.state import STATE_ROOT, LabState, TrackedProcess  # noqa: E402
 
@@ -330,6 +334,18 @@ def test_every_series_carries_the_common_labels(live):
             "mcc_iperf_throughput_bps", "up"} <= {r["metric"]["__name__"] for r in names}
 
 
+def test_the_database_is_on_disk_in_a_folder_the_lab_record_names(live):
+    tsdb = Path(live.record["tsdb"])
+    assert tsdb == storage.tsdb_path(storage.tsdb_root(), live.lab_dir.name)
+    assert tsdb.is_dir() and not tsdb.is_relative_to(STATE_ROOT)
+    assert str(tsdb.parent) in LabState.load(live.lab_dir).dirs
+    (prometheus,) = [p for p in live.monitors if p.what == "monitoring prometheus"]
+    argv = Path(f"/proc/{prometheus.pid}/cmdline").read_bytes().split(b"\0")
+    assert f"--storage.tsdb.path={tsdb}".encode() in argv
+    # Prometheus writes there while the run goes on (its write-ahead log at least).
+    assert storage.disk_usage(tsdb / "wal") > 0
+
+
 def test_results_keep_the_series_and_they_replay(live, tmp_path):
     assert live.finish() == 0, live.out.read_text()[-3000:]
     out = live.out.read_text()
@@ -337,6 +353,11 @@ def test_results_keep_the_series_and_they_replay(live, tmp_path):
     run_dir = next(live.results.glob("default/*"))
     record = json.loads((run_dir / "logs" / "monitoring.json").read_text())
     assert record["notes"] == [], record
+    # The database went with the run, and its size was recorded first.
+    assert record["tsdb"] == live.record["tsdb"] and record["tsdb_bytes"] > 0
+    assert not Path(record["tsdb"]).parent.exists()
+    print(f"\nthe run's TSDB: {record['tsdb_bytes']} bytes on disk at the end "
+          f"({DURATION}-s run)")
     csv_path = run_dir / "tables" / "metrics.csv.gz"
     with gzip.open(csv_path, "rt") as fh:
         header = fh.readline().strip().split(",")

@@ -15,7 +15,7 @@ import sys
 import pandas as pd
 import pytest
 
-from mcclab.analysis import ormcc_metrics as om
+from agents.ormcc import measures as om
 from mcclab.analysis.results import load_run
 
 # timeout: 3x the measured 83.5 s (2-core VM)

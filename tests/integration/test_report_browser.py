@@ -18,9 +18,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from synthetic_runs import demo_run
 
 from mcclab.analysis.report import build_report
-from mcclab.analysis.synthetic import demo_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 CONSOLE = re.compile(r":CONSOLE[:(]")

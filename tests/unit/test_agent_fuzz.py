@@ -21,7 +21,7 @@ from agents.runtime.header import HEADER_LEN, MAX_EXT_LEN, PARSER_DROPS, Drop, H
 from agents.runtime.registry import protocols
 from agents.runtime.session import Session
 from agents.sim import Simulation
-from bench.fuzz_ports import Gen, feedback_bad, feedback_valid_body, frame, valid_ext
+from bench.fuzz_ports import Gen, feedback_bad, feedback_valid_body, frame, hook, valid_ext
 
 SESSION_ID = 0xC0FFEE
 CHANNELS = 3
@@ -181,8 +181,7 @@ def test_bad_datagrams_are_counted_by_a_running_agent(name):
 def contradicts(gen: Gen, data: bytes, channel: int) -> bool:
     """Whether a parsed datagram's extension names another layer than its channel (the
     cores of these protocols reject it)."""
-    layer = {"webrc": lambda e: e.cn, "rlc": lambda e: e.layer,
-             "stair": lambda e: (e.kind, e.index)}.get(gen.spec.name)
+    layer = hook(gen.spec, "layer")  # the protocol's own fuzzing hook (agents/<p>/fuzz.py)
     if layer is None:
         return False
     ext = gen.spec.extension.decode(data[HEADER_LEN:HEADER_LEN + data[11]])

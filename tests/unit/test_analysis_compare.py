@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import typer
 from rich.console import Console
+from synthetic_runs import demo_run, rows, write_run
 
 from mcclab.analysis.compare import compare, compare_command, default_output
 from mcclab.analysis.results import load_run
-from mcclab.analysis.synthetic import demo_run, rows, write_run
 
 
 def render(table) -> str:  # noqa: ANN001

@@ -6,9 +6,9 @@ import math
 
 import pandas as pd
 import pytest
+from synthetic_runs import rows
 
 from mcclab.analysis import metrics
-from mcclab.analysis.synthetic import rows
 
 
 def table(data: list[dict]) -> pd.DataFrame:

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 import yaml
+from synthetic_runs import rows, write_run
 
 from mcclab.analysis import plugins
 from mcclab.analysis.plugins import PluginError, figure, get_measure, measure
 from mcclab.analysis.report import build_report
 from mcclab.analysis.results import load_run
 from mcclab.analysis.summary import format_value, summarise
-from mcclab.analysis.synthetic import rows, write_run
 from mcclab.experiment.loader import resolve
 from mcclab.experiment.spec import Experiment
 from mcclab.model.loader import SpecError
@@ -71,6 +71,18 @@ def test_protocol_module_is_imported_on_demand(monkeypatch):
     assert "generic.mean_rate" not in plugins.MEASURES
     assert get_measure("generic.mean_rate").unit == "bit/s"
     assert module in sys.modules
+
+
+def test_a_protocol_packages_analysis_is_imported_on_demand(monkeypatch):
+    """``rlc.*`` names are found in agents/rlc/analysis.py, the protocol's own folder."""
+    module = "agents.rlc.analysis"
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    for name in [n for n in plugins.MEASURES if n.startswith("rlc.")]:
+        monkeypatch.delitem(plugins.MEASURES, name)
+    assert get_measure("rlc.fairness").fn.__module__ == module
+    assert module in sys.modules
+    known = plugins.known("measure")
+    assert {"rlc.fairness", "webrc.artt", "ormcc.suppression", "stair.tcp_ratio"} <= set(known)
 
 
 def test_unknown_names_list_the_known_ones():

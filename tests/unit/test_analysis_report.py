@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 import typer
+from synthetic_runs import demo_run, rows, write_run
 
-from mcclab.analysis.report import build_report, inline_svg, report_command
-from mcclab.analysis.synthetic import demo_run, rows, write_run
+from mcclab.analysis.page import inline_svg
+from mcclab.analysis.rebuild import report_command
+from mcclab.analysis.report import build_report
 
 
 @pytest.fixture(scope="module")

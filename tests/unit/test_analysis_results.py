@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from synthetic_runs import rows, write_run
 
 from mcclab.analysis.results import RunError, load_run
-from mcclab.analysis.synthetic import rows, write_run
 from mcclab.model.loader import SpecError
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from synthetic_runs import agent_rows, rows, write_run
 
-from mcclab.analysis.report import build_report, report_command
+from mcclab.analysis.rebuild import report_command
+from mcclab.analysis.report import build_report
 from mcclab.analysis.results import load_run
 from mcclab.analysis.stalls import LATE_MS, allowed, assess
-from mcclab.analysis.synthetic import agent_rows, rows, write_run
 from mcclab.experiment.tables import AgentLaunch, agent_timing_table
 
 
@@ -117,7 +118,7 @@ def _table(agent_rows_: list[dict]):
     """The rows as ``load_run`` reads them (numbers as float, NaN for an empty lateness)."""
     import pandas as pd
 
-    from mcclab.analysis.results import AGENT_COLUMNS
+    from mcclab.resultsdir import AGENT_COLUMNS
     return pd.DataFrame(agent_rows_, columns=AGENT_COLUMNS).astype(
         {"t": float, "timer_late_max_ms": float})
 

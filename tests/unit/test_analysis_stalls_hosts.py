@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+from synthetic_runs import agent_rows, rows, write_run
 
 from mcclab.analysis.report import build_report
-from mcclab.analysis.results import AGENT_COLUMNS
 from mcclab.analysis.stalls import LATE_MS, agent_hosts, assess, describe
-from mcclab.analysis.synthetic import agent_rows, rows, write_run
+from mcclab.resultsdir import AGENT_COLUMNS
 
 
 def steady(first: float, last: float, late: float = 2.0) -> list[tuple[float, float]]:

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from synthetic_runs import rows, write_run
 
 from mcclab.analysis.results import load_run
 from mcclab.analysis.summary import (
@@ -17,7 +18,6 @@ from mcclab.analysis.summary import (
     summarise,
     write_summary,
 )
-from mcclab.analysis.synthetic import rows, write_run
 
 # Over the window (10, 60]: m is 1 Mbit/s at r1 and 2 Mbit/s at r2 (mean 1.5),
 # t is 1.5 Mbit/s at r3, u is 0.5 Mbit/s at r1. Each second, m receives 125

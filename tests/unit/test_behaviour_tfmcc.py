@@ -22,10 +22,8 @@ import random
 import statistics
 
 import pytest
-from tfmcc_support import tfmcc_registered  # noqa: F401 (autouse: TFMCC registered per test)
 
 import agents.tfmcc
-from agents.runtime import registry
 from agents.runtime.session import Session
 from agents.sim import Link, Simulation, simulate
 
@@ -106,7 +104,6 @@ def per_round():
     """Mean non-CLR reports per feedback round for n identical receivers (2 % loss, 100 ms),
     two seeds each, slow start's first rounds left out."""
     out = {}
-    registry.register(agents.tfmcc.SPEC)  # module scope: set up before the autouse fixture
     for n in (8, 16, 32, 64):
         counts = []
         for seed in (1, 2):
@@ -122,7 +119,6 @@ def per_round():
                        for r in res.receivers.values())
             assert suppressed > sent
         out[n] = statistics.mean(counts)
-    registry.unregister("tfmcc")
     return out
 
 

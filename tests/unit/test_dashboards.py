@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from agents.runtime.registry import package, protocols  # noqa: E402
 from dashboards.build import BUILDERS, generated, queries, stale  # noqa: E402
 from mcclab.monitoring import metric_names as mn  # noqa: E402
 from mcclab.monitoring.promql import read  # noqa: E402
@@ -26,8 +27,18 @@ def test_committed_json_matches_the_code():
     assert stale() == [], "dashboards/json is stale: run 'make dashboards'"
 
 
+def test_every_protocol_dashboard_is_collected_from_its_package():
+    with_board = {name for name in protocols()
+                  if (REPO / package(name).replace(".", "/") / "dashboard.py").is_file()}
+    assert {"webrc", "rlc", "ormcc", "stair"} <= with_board
+    assert set(BUILDERS) == {"mcclab-overview", "mcclab-network",
+                             *(f"mcclab-{name}" for name in with_board)}
+    for name in with_board:
+        assert BOARDS[f"mcclab-{name}.json"]["uid"] == f"mcclab-{name}"
+
+
 def test_every_dashboard_has_the_run_variable_and_the_datasource():
-    assert len(BOARDS) == len(BUILDERS) == 6
+    assert len(BOARDS) == len(BUILDERS)
     for name, board in BOARDS.items():
         (run,) = [v for v in board["templating"]["list"] if v["name"] == "run"]
         assert "label_values(up" in str(run["query"]) and ", run)" in str(run["query"]), name

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 import yaml
 from rich.console import Console
+from synthetic_runs import agent_rows, rows, write_run
 
 from mcclab import cli
 from mcclab.analysis.protocols.generic import trials_quantity
-from mcclab.analysis.report import report_command
+from mcclab.analysis.rebuild import report_command
 from mcclab.analysis.sweep import load_sweep
-from mcclab.analysis.synthetic import agent_rows, rows, write_run
 from mcclab.analysis.trials import STAT_COLUMNS, read_trials
 from mcclab.experiment.loader import resolve
 from mcclab.experiment.runner import RunOptions, new_run_dir

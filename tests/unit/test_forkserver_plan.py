@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from agents.runtime.registry import BUILTIN_MODULES
+from agents.runtime.registry import package, protocol_packages, protocols
 from mcclab import forkserver
 from mcclab.forkserver import FORKABLE, forkable, preload, start_tool
 from mcclab.net.setns import NETNS_DIR
@@ -29,14 +29,16 @@ def test_other_commands_are_executed_as_before() -> None:
 
 
 def test_preload_covers_every_builtin_protocol_once() -> None:
+    every = {package(name) for name in protocols()}
+    assert {"agents.cbr", "agents.rlc", "agents.webrc"} <= every <= set(protocol_packages())
     modules = preload(["agents.run", "mcclab.traffic.udp_onoff", "agents.run"])
-    assert set(BUILTIN_MODULES) <= set(modules)
+    assert every <= set(modules)
     assert "agents.run" in modules and "mcclab.traffic.udp_onoff" in modules
     assert len(modules) == len(set(modules))
     assert preload([]) == []
     assert set(FORKABLE) == {"agents.run", "agents.host", "mcclab.traffic.udp_onoff"}
     hosts = preload(["agents.host"])  # an agent host runs any protocol, as agents.run does
-    assert hosts[0] == "agents.host" and set(BUILTIN_MODULES) <= set(hosts)
+    assert hosts[0] == "agents.host" and every <= set(hosts)
 
 
 class _Server:

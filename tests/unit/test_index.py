@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from synthetic_runs import rows, write_run
 
 from mcclab.analysis.index import build_index, load_entries, newest, paper_of
-from mcclab.analysis.synthetic import rows, write_run
 
 REF = {"kind": "throughput", "label": "steady throughput", "source": "Fig. 4: 2 Mbit/s",
        "flow": "m", "node": "r1", "paper": "2Mbit", "tolerance": "10%"}

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from synthetic_runs import rows, write_run
 
-from mcclab.analysis.results import PROTOCOL_COLUMNS
-from mcclab.analysis.synthetic import rows, write_run
 from mcclab.labs import catalogue
 from mcclab.labs.checks import LabContext
 from mcclab.labs.grade import run_checks
+from mcclab.resultsdir import PROTOCOL_COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
 

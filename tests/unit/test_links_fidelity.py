@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from mcclab.links import fidelity as fx
 from mcclab.model.topology import RedParams
+from mcclab.probes import fidelity as fx
 
 RED = RedParams(min_th="5pkt", max_th="15pkt", max_p="10%")
 
@@ -181,7 +181,7 @@ def test_rate_windows_leave_out_the_clients_last_second():
 
 
 def test_echoes_in_flight_during_a_machine_stall_are_set_aside():
-    from mcclab.links.fidelity import clear_of_stalls
+    from mcclab.probes.fidelity import clear_of_stalls
 
     ms = 1_000_000
     # echoes sent every 10 ms, 40 ms in flight; one stall from 25 to 27 ms
@@ -213,7 +213,7 @@ def test_arp_cache_counters_sum_the_cpus_but_not_the_table_size(tmp_path):
 
 
 def test_stalled_seconds_is_the_union_of_the_spans_inside_the_window():
-    from mcclab.links.fidelity import stalled_seconds
+    from mcclab.probes.fidelity import stalled_seconds
 
     ms = 1_000_000
     # two CPUs' overlapping stalls count once; parts outside the window not at all

@@ -12,16 +12,11 @@ import yaml
 from mcclab.experiment.launch import plan_launches
 from mcclab.experiment.loader import resolve
 from mcclab.model.addressing import plan_addresses
-from mcclab.monitoring import (
-    Monitoring,
-    _flow_protocols,
-    _iperf_sources,
-    export,
-    grafana,
-    targets_for,
-)
+from mcclab.monitoring import export, grafana
 from mcclab.monitoring import metric_names as mn
 from mcclab.monitoring import prometheus as prom
+from mcclab.monitoring.session import Monitoring
+from mcclab.monitoring.targets import flow_protocols, iperf_sources, targets_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,7 +29,7 @@ def _default_run():
 
 def test_targets_name_every_agent_endpoint_and_the_exporter_with_all_labels():
     res, plan, lp = _default_run()
-    protocols = _flow_protocols(res.experiment)
+    protocols = flow_protocols(res.experiment)
     assert protocols == {"webrc": "webrc", "tcp": "tcp"}
     gw = f"{plan.control_gateway.ip}:9463"
     targets = targets_for("r1", "default", lp, protocols, gw)
@@ -53,7 +48,7 @@ def test_targets_name_every_agent_endpoint_and_the_exporter_with_all_labels():
 
 def test_iperf_servers_are_exporter_sources():
     res, _, lp = _default_run()
-    (src,) = _iperf_sources(lp, _flow_protocols(res.experiment))
+    (src,) = iperf_sources(lp, flow_protocols(res.experiment))
     assert (src.flow, src.node, src.protocol) == ("tcp", "d2", "tcp")
     assert src.log.endswith("tcp-server-d2.txt")
 
@@ -99,7 +94,7 @@ def test_prometheus_argv_cuts_short_head_blocks(tmp_path):
     assert 120 * _seconds(prom.SCRAPE_INTERVAL) <= _seconds(prom.RUN_BLOCK) <= 600
     # The largest block stays Prometheus's default, so blocks keep merging.
     assert not any(a.startswith("--storage.tsdb.max-block-duration") for a in argv)
-    # A compaction preallocates a chunk segment (on tmpfs: RAM); 512 MiB by default.
+    # A compaction preallocates a chunk segment (512 MiB by default) for a moment.
     (segment,) = [a.split("=", 1)[1] for a in argv
                   if a.startswith("--storage.tsdb.max-block-chunk-segment-size=")]
     assert segment == prom.RUN_CHUNK_SEGMENT and int(segment.removesuffix("MB")) < 512

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from mcclab.analysis.protocols import ormcc
+from agents.ormcc import analysis as ormcc
 from mcclab.analysis.results import load_run
 
 

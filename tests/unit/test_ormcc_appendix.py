@@ -8,7 +8,7 @@ import itertools
 import pytest
 from ormcc_fluid import FluidRun, Path
 
-from agents.ormcc.analysis import (
+from agents.ormcc.appendix import (
     aimd_ratio_series,
     congestion_degree,
     eq10_difference,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.ormcc.analysis import unequal_rtt_friendly_beta, unequal_rtt_ratio
+from agents.ormcc.appendix import unequal_rtt_friendly_beta, unequal_rtt_ratio
 
 
 def simulate(beta: float, rtt_tcp: float, rtt_cr: float, w: float = 125.0,

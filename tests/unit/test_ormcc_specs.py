@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,17 @@ from mcclab.experiment.loader import resolve
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = sorted(p.stem for p in (REPO / "experiments").glob("ormcc-*.yaml"))
+
+
+def load_generator():
+    """experiments/gen/ormcc.py as a module (a script, not a package), for its constants."""
+    spec = importlib.util.spec_from_file_location("ormcc_gen", REPO / "experiments/gen/ormcc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = load_generator()
 
 
 @pytest.mark.parametrize("name", SPECS)
@@ -31,6 +43,53 @@ def test_generated_specs_are_up_to_date(tmp_path):
         committed = REPO / path.relative_to(tmp_path)
         assert committed.read_text() == path.read_text(), (
             f"{committed} is stale: run experiments/gen/ormcc.py and commit its output")
+    # Every committed file that says it is generated is one the generator still writes.
+    marked = {p.relative_to(REPO) for folder in ("experiments", "topologies")
+              for p in (REPO / folder).glob("*.yaml") if p.read_text().startswith(GEN.HEADER)}
+    assert marked == {p.relative_to(tmp_path) for p in generated}
+
+
+FIG4_TRIALS = 10  # sec. V-D: "In totally ten simulations" of Fig. 4's configuration
+
+
+def fig4_name(n: int) -> str:
+    """The Fig. 4 spec at n leaves (n = 8 has no suffix)."""
+    return "ormcc-fig4" if n == 8 else f"ormcc-fig4-n{n}"
+
+
+@pytest.mark.parametrize("n", GEN.FIG4_SIZES)
+@pytest.mark.parametrize("profile", ["quick", "paper"])
+def test_fig4_has_one_tcp_and_one_single_receiver_ormcc_per_leaf(n, profile):
+    """Fig. 4 at n leaves: the multi-receiver flow reaches h1..hn, and leaf i has uni<i>
+    and tcp<i> from its own source s<i>; the trials sweep has the paper's ten seeds."""
+    res = resolve(fig4_name(n), profile)
+    exp, topo = res.experiment, res.topology
+    leaves = [f"h{i}" for i in range(1, n + 1)]
+    assert sorted(h for h in topo.nodes if h.startswith("h")) == sorted(leaves)
+    by_name = {f.name: f for f in exp.flows}
+    assert len(by_name) == len(exp.flows) == 2 * n + 1
+    assert (by_name["multi"].sender, by_name["multi"].receivers) == ("src", leaves)
+    for i in range(1, n + 1):
+        uni, tcp = by_name[f"uni{i}"], by_name[f"tcp{i}"]
+        assert (uni.type, uni.protocol, uni.sender, uni.receivers) == (
+            "multicast", "ormcc", f"s{i}", [f"h{i}"])
+        assert (tcp.type, tcp.sender, tcp.receiver) == ("tcp", f"s{i}", f"h{i}")
+    leaf_ratios = [r for r in exp.references if getattr(r, "measure", "") == "ormcc.leaf_ratio"]
+    assert len(leaf_ratios) == 6
+    assert all(r.args["flows"] == [f"tcp{i}" for i in range(1, n + 1)] for r in leaf_ratios)
+    assert all(f"over the {n} receivers" in r.label for r in leaf_ratios)
+    ratios = {(r.numerator, r.denominator, r.node) for r in exp.references if r.kind == "ratio"}
+    assert ratios == {(num, f"tcp{i}", f"h{i}") for i in (1, n) for num in ("multi", f"uni{i}")}
+    assert exp.sweeps["trials"].over == {"seed": list(range(1, FIG4_TRIALS + 1))}
+
+
+@pytest.mark.parametrize(("profile", "size"), [("quick", 4), ("paper", 16)])
+def test_fig6_groups_have_their_profiles_receivers(profile, size):
+    """Fig. 6: 16 receivers per group, 4 in the quick profile's cut (ormcc-fig5-n4)."""
+    exp = resolve("ormcc-fig6", profile).experiment
+    groups = {f.name: f.receivers for f in exp.flows}
+    assert groups == {name: [f"g{g}h{i}" for i in range(1, size + 1)]
+                      for g, name in ((1, "long"), (2, "short2"), (3, "short3"))}
 
 
 def test_table1_quick_profile_scales_every_period_by_one_fifth():
@@ -97,9 +156,11 @@ def test_every_spec_with_tcp_is_an_ns2_or_an_emulab_run():
     assert len(NS2_TCP) >= 5 and len(EMULAB) == 3
 
 
-def test_table2_cut_keeps_one_branch_of_each_kind_of_path_and_its_cross_traffic():
-    """ormcc-table2-n6: a 200 ms link at level 1, 2 or 3, or none, on some receiver's path."""
-    res = resolve("ormcc-table2-n6", "quick")
+@pytest.mark.parametrize(("name", "receivers"), [("ormcc-table2", 64), ("ormcc-table2-n6", 6)])
+def test_table2_paths_and_cross_traffic_on_every_link(name, receivers):
+    """A 200 ms link at level 1, 2 or 3, or none, on some receiver's path (the n6 cut keeps
+    one branch of each kind); two on/off TCP and UDP flows on every tree link."""
+    res = resolve(name, "quick")
     topo, exp = res.topology, res.experiment
     links = {frozenset(link.endpoints): link for link in topo.links}
     parent = {}
@@ -108,6 +169,7 @@ def test_table2_cut_keeps_one_branch_of_each_kind_of_path_and_its_cross_traffic(
         if a.startswith("r") and b[0] in "rh":
             parent[b] = a
     kinds = set()
+    assert len(exp.flows[0].receivers) == receivers
     for host in exp.flows[0].receivers:
         hops, node = [], host
         while node in parent:

@@ -10,7 +10,14 @@ import pytest
 from sender_clock import drive_sender
 
 from agents.rlc import NO_SP, RLC_EXT, SP_FLAG, RlcExt, RlcParams, RlcReceiver, RlcSender
-from agents.rlc_schedule import (
+from agents.rlc.model import (
+    appendix_cycle,
+    eq2_band,
+    eq2_c,
+    eq2_throughput,
+    loss_events,
+)
+from agents.rlc.schedule import (
     layer_of,
     per_cycle,
     per_slot,
@@ -21,13 +28,6 @@ from agents.runtime.actions import Join, Leave, Send
 from agents.runtime.header import Header
 from agents.runtime.session import Session
 from agents.sim import Link, simulate
-from mcclab.analysis.rlc_model import (
-    appendix_cycle,
-    eq2_band,
-    eq2_c,
-    eq2_throughput,
-    loss_events,
-)
 
 TAU0 = 0.125
 
@@ -337,7 +337,7 @@ def test_loss_events_merge_losses_closer_than_td():
 
 
 def test_sync_stats_convergence_and_fraction_in_sync():
-    from mcclab.analysis.rlc_analysis import sync_stats
+    from agents.rlc.measures import sync_stats
 
     traces = {
         "a": [(0.0, 0), (1.0, 1), (3.0, 2), (20.0, 3), (24.0, 2)],
@@ -352,7 +352,7 @@ def test_sync_stats_convergence_and_fraction_in_sync():
 
 
 def test_sync_stats_never_converging():
-    from mcclab.analysis.rlc_analysis import sync_stats
+    from agents.rlc.measures import sync_stats
 
     s = sync_stats({"a": [(0.0, 1)], "b": [(0.0, 2)]}, end=10.0)
     assert s["in_sync"] == 0.0 and math.isnan(s["converged_at"])
@@ -394,8 +394,8 @@ def _write_run(folder):  # noqa: ANN001
 
 
 def test_table1_indexes_from_a_run_folder(tmp_path):
+    from agents.rlc.measures import table1_row
     from mcclab.analysis.results import load_run
-    from mcclab.analysis.rlc_analysis import table1_row
 
     _write_run(tmp_path)
     row = table1_row(load_run(tmp_path), capacity_bps=1.5e6)

@@ -512,7 +512,7 @@ def test_stair_fig13_states_the_fastest_frr_leave():
     every router's pimd.conf as one 100 ms last-member query (FRR's minimum)."""
     from mcclab.experiment.loader import resolve
     from mcclab.model.addressing import plan_addresses
-    from mcclab.net.routers import router_spec
+    from mcclab.routing.plan import router_spec
 
     topo = resolve("stair-fig13", "quick").topology
     plan = plan_addresses(topo)

@@ -180,8 +180,9 @@ def test_a_signal_before_the_folder_is_ready_is_answered_once_it_is(tmp_path):
 
 
 def test_a_killed_run_is_reported_like_an_interrupted_one(tmp_path):
+    from synthetic_runs import demo_run
+
     from mcclab.analysis.report import build_report
-    from mcclab.analysis.synthetic import demo_run
 
     run = demo_run(tmp_path / "exp" / "run", status="running", elapsed_s=40.0)
     record = read(run)
@@ -200,7 +201,7 @@ def test_a_stop_during_monitoring_start_is_not_swallowed(tmp_path):
     # start_monitoring reports its own failures and carries on; a signal must still stop
     # the run, so the runner's Interrupted is not an Exception.
     from mcclab.experiment.runner import Interrupted
-    from mcclab.monitoring import start_monitoring
+    from mcclab.monitoring.session import start_monitoring
 
     class SignalledLab:
         state = None

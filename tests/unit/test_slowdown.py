@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-import mcclab.monitoring as monitoring
+from mcclab.monitoring import lifecycle
 from mcclab.probes.reach import ReachReport, Snapshot, node_windows
 from mcclab.slowdown import ENV, scaled, timeout_scale
 
@@ -30,11 +30,11 @@ class _Alive:
 
 def test_monitoring_readiness_wait_is_scaled_and_its_error_names_the_knob(
         monkeypatch, tmp_path):
-    monkeypatch.setattr(monitoring, "READY_TIMEOUT", 0.2)
+    monkeypatch.setattr(lifecycle, "READY_TIMEOUT", 0.2)
     monkeypatch.setenv(ENV, "3")
     start = time.monotonic()
     with pytest.raises(RuntimeError) as err:
-        monitoring._wait(lambda: False, [_Alive()], "the exporter", tmp_path / "x.log")
+        lifecycle.wait_ready(lambda: False, [_Alive()], "the exporter", tmp_path / "x.log")
     took = time.monotonic() - start
     assert 0.6 <= took < 2.0
     assert "not ready within 0.6s" in str(err.value) and ENV in str(err.value)
@@ -79,6 +79,6 @@ def test_exporter_readiness_probe_waits_a_scaled_time_for_a_slow_scrape(monkeypa
         seen.append(timeout)
         return _Resp()
 
-    monkeypatch.setattr(monitoring.urllib.request, "urlopen", fake_urlopen)
-    assert monitoring._answers("http://x/metrics", 10.0)
+    monkeypatch.setattr(lifecycle.urllib.request, "urlopen", fake_urlopen)
+    assert lifecycle.answers("http://x/metrics", 10.0)
     assert seen == [10.0]

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_runs import rows, write_run
 
+from agents.stair import analysis as stair
 from mcclab.analysis.plugins import get_figure, get_measure
-from mcclab.analysis.protocols import stair
 from mcclab.analysis.results import load_run
-from mcclab.analysis.synthetic import rows, write_run
 
 SECONDS = range(1, 61)
 PKT = 512

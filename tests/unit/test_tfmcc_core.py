@@ -9,7 +9,6 @@ import math
 import random
 
 import pytest
-from tfmcc_support import tfmcc_registered  # noqa: F401 (autouse: TFMCC registered per test)
 
 from agents.runtime.actions import Feedback, Reject, Send, SetTimer
 from agents.runtime.header import Header

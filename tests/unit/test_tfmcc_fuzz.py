@@ -17,7 +17,6 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tfmcc_support import tfmcc_registered  # noqa: F401 (autouse: TFMCC registered per test)
 
 import agents.tfmcc
 from agents.runtime.feedback import FEEDBACK_MAGIC, FRAME

@@ -29,7 +29,7 @@ from mcclab.model.units import (
     show_duration,
     span,
 )
-from mcclab.net.routers import igmp_timers
+from mcclab.routing.plan import igmp_timers
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = sorted(p.stem for p in (REPO / "experiments").glob("*.yaml"))

@@ -694,3 +694,28 @@ def test_the_image_build_does_not_see_the_host_s_pip_settings():
     env = image.build_env({"PATH": "/usr/bin", "PIP_FIND_LINKS": "/opt/wheels",
                            "PIP_INDEX_URL": "https://x/simple", "LANG": "C.UTF-8"})
     assert env == {"PATH": "/usr/bin", "LANG": "C.UTF-8"}
+
+
+def test_steps_print_a_line_each_when_the_output_is_not_a_terminal(tmp_path, monkeypatch):
+    # Rich's live display shows nothing in a log: there, each step's start and its
+    # outcome are printed as lines, so a 30-min check shows progress.
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from mcclab.vmcheck import run
+
+    out = io.StringIO()
+    monkeypatch.setattr(run, "console", Console(file=out, force_terminal=False, width=200))
+    chk = run.Check(opts=run.Options(), out=tmp_path)
+    chk.progress = Progress(console=run.console)
+    with chk.progress:
+        with chk.step("boot"):
+            pass
+        with pytest.raises(RuntimeError), chk.step("provision"):
+            raise RuntimeError("apt failed")
+    lines = out.getvalue().splitlines()
+    assert "... boot" in lines and "... provision" in lines
+    assert any(line.startswith("✓ boot (0 s)") for line in lines), lines
+    assert any(line.startswith("✗ provision (0 s) — apt failed") for line in lines), lines

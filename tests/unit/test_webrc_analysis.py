@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
+from agents.webrc import analysis as webrc
 from mcclab.analysis.plugins import get_figure, get_measure, get_sweep_figure
-from mcclab.analysis.protocols import webrc
 from mcclab.analysis.results import load_run
 
 

@@ -12,15 +12,15 @@ from collections import defaultdict
 import pytest
 
 from agents.runtime.actions import Send, SetTimer
-from agents.webrc.params import WebrcParams
-from agents.webrc.sender import WebrcSender
-from mcclab.analysis.webrc_mrtt import (
+from agents.webrc.mrtt import (
     Schedule,
     decompose,
     expected_mrtt,
     samples,
     wave_pairs,
 )
+from agents.webrc.params import WebrcParams
+from agents.webrc.sender import WebrcSender
 
 START = 1000.0
 

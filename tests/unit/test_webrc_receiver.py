@@ -12,10 +12,10 @@ from agents.runtime.header import Header
 from agents.runtime.session import Session
 from agents.sim import Link, simulate
 from agents.webrc import WebrcExt
+from agents.webrc.contract import RECEIVER_GAUGES
 from agents.webrc.model import LAST_PSN, PSN_MOD, gamma, loss_for_rate, peak_to_mean, tcp_rate
 from agents.webrc.params import WebrcParams
 from agents.webrc.receiver import EPOCH, JOIN_TIMEOUT, WebrcReceiver
-from mcclab.monitoring import metric_names as mn
 
 PARAMS = {"session_rate": "1Mbit"}
 
@@ -291,7 +291,7 @@ def test_metrics_are_finite_gauges():
     feed.send(0.1, feed.base, 3)
     feed.epoch(0.5)
     metrics = feed.core.metrics()
-    assert set(mn.CORE_GAUGES["webrc"].receiver) == set(metrics)
+    assert set(RECEIVER_GAUGES) == set(metrics)
     assert metrics["lossp"] == 0.0 and feed.core.startup  # not estimated before
     assert metrics["nwc"] == 1 and metrics["artt_seconds"] == pytest.approx(0.1)
     assert all(math.isfinite(v) for v in metrics.values())

@@ -1,1 +1,2 @@
-"""Protocol analysis plugins, one module per name prefix (see mcclab.analysis.plugins)."""
+"""Analysis plugins for any protocol (``generic``); a protocol's own are in
+``agents/<package>/analysis.py`` (see mcclab.analysis.plugins)."""

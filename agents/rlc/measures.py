@@ -30,8 +30,8 @@ import pandas as pd
 
 from mcclab.analysis.metrics import IP_UDP, in_window, jain_index, throughput, window_seconds
 from mcclab.analysis.results import Run
-from mcclab.experiment.tables import event_records
 from mcclab.model.units import parse_duration
+from mcclab.resultsdir import event_records
 
 
 @dataclass(frozen=True)

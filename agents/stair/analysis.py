@@ -42,8 +42,8 @@ from mcclab.analysis.figures import STYLE, rate_scale, save
 from mcclab.analysis.plugins import figure, measure, sweep_figure
 from mcclab.analysis.results import Run
 from mcclab.analysis.sweep import Sweep
-from mcclab.experiment.tables import event_records
 from mcclab.model.units import parse_duration
+from mcclab.resultsdir import event_records
 
 IP_UDP_HEADER = 28
 GRID_STEP = 0.005  # s: the subscriptions are sampled this finely inside each link interval

@@ -11,14 +11,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mcclab.analysis.figures import rate_scale, save  # noqa: E402
-from mcclab.analysis.results import Run  # noqa: E402
-from mcclab.analysis.rlc_analysis import (  # noqa: E402
+from agents.rlc.measures import (  # noqa: E402
     clock_offset,
     level_trace,
     sync_stats,
     trace_end,
 )
+from mcclab.analysis.figures import rate_scale, save  # noqa: E402
+from mcclab.analysis.results import Run  # noqa: E402
 
 
 def fig7_sync(run: Run, flow: str = "rlc", nodes: tuple[str, ...] = ("n5", "n6", "n7")
@@ -109,7 +109,7 @@ def fig3_figure(points: list[tuple[float, float, object]], folder: Path, title: 
     """Throughput (KB/s) vs burst loss rate, one marker per label, with Eq. 2 for c' = 1, 2."""
     import numpy as np
 
-    from mcclab.analysis.rlc_model import eq2_throughput
+    from agents.rlc.model import eq2_throughput
 
     pts = [(p, t, lab) for p, t, lab in points if p and p > 0 and not math.isnan(p)]
     fig, ax = plt.subplots(figsize=(5.5, 4))

@@ -1,7 +1,9 @@
-"""Synthetic results folders, for tests and for trying the report without a lab.
+"""Synthetic results folders for the tests (unit and integration), and for trying the report.
 
-They follow the contract in ``docs/results.md`` exactly, so they double as an
-executable example of it for whoever writes a runner.
+They follow the contract in ``docs/results.md`` (names and columns from
+:mod:`mcclab.resultsdir`), so they double as an executable example of it for
+whoever writes a runner. Tests import this module by name (``tests/`` is on the
+path, as for ``tshark_support``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,19 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from mcclab.analysis.results import AGENT_COLUMNS, LINK_COLUMNS, PER_SECOND_COLUMNS
+from mcclab.resultsdir import (
+    AGENT_COLUMNS,
+    AGENTS_CSV,
+    ENV_JSON,
+    LINK_COLUMNS,
+    LINKS_CSV,
+    LOGS,
+    PER_SECOND_COLUMNS,
+    PER_SECOND_CSV,
+    RUN_JSON,
+    SPEC_YAML,
+    TABLES,
+)
 
 
 def rows(flow: str, kind: str, node: str, bps: float | Iterable[float], seconds: Iterable[int],
@@ -75,7 +89,7 @@ def write_run(
         "elapsed_s": duration_s if elapsed_s is None else elapsed_s,
         "error": error, "scaling": scaling,
     }
-    (folder / "run.json").write_text(json.dumps(info, indent=2))
+    (folder / RUN_JSON).write_text(json.dumps(info, indent=2))
     if flows is None:
         seen: dict[str, str] = {}
         for row in per_second or []:
@@ -85,20 +99,19 @@ def write_run(
                 "reference": "Synthetic, Fig. 0", "flows": flows,
                 "references": references or []}
     document.update(spec or {})
-    (folder / "spec.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    (folder / "env.json").write_text(json.dumps(env or {
+    (folder / SPEC_YAML).write_text(yaml.safe_dump(document, sort_keys=False))
+    (folder / ENV_JSON).write_text(json.dumps(env or {
         "kernel": "6.1.0-synthetic", "python": "3.11", "git_sha": "0" * 40,
         "backends": {"routing": "frr", "links": "kernel"}}, indent=2))
-    tables = folder / "tables"
-    tables.mkdir(exist_ok=True)
+    (folder / TABLES).mkdir(exist_ok=True)
     if per_second is not None:
         pd.DataFrame(per_second, columns=PER_SECOND_COLUMNS).to_csv(
-            tables / "per_second.csv", index=False)
+            folder / PER_SECOND_CSV, index=False)
     if links is not None:
-        pd.DataFrame(links, columns=LINK_COLUMNS).to_csv(tables / "links.csv", index=False)
+        pd.DataFrame(links, columns=LINK_COLUMNS).to_csv(folder / LINKS_CSV, index=False)
     if agents is not None:
-        pd.DataFrame(agents, columns=AGENT_COLUMNS).to_csv(tables / "agents.csv", index=False)
-    (folder / "logs").mkdir(exist_ok=True)
+        pd.DataFrame(agents, columns=AGENT_COLUMNS).to_csv(folder / AGENTS_CSV, index=False)
+    (folder / LOGS).mkdir(exist_ok=True)
     return folder
 
 

@@ -1,7 +1,7 @@
 """WEBRC's analysis: receiver estimates (ARTT, LOSSP) from ``tables/protocol.csv``, the
 fraction of the packets crossing a bottleneck that reach each receiver (sec. 5.3), the
 split of the MRTT samples into way down, join latency and wait for the wave's packet
-(:mod:`mcclab.analysis.webrc_mrtt`, from the agents' event logs), and figures in the
+(:mod:`agents.webrc.mrtt`, from the agents' event logs), and figures in the
 paper's style (Figs. 4, 8-11: ARTT, LOSSP and throughput over time).
 
 Everything reads only the run folder (:class:`~mcclab.analysis.results.Run`).
@@ -19,11 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from mcclab.analysis.figures import STYLE, rate_scale, save  # noqa: E402
-from mcclab.analysis.plugins import figure, measure, sweep_figure  # noqa: E402
-from mcclab.analysis.results import Run  # noqa: E402
-from mcclab.analysis.sweep import Sweep  # noqa: E402
-from mcclab.analysis.webrc_mrtt import (  # noqa: E402
+from agents.webrc.mrtt import (  # noqa: E402
     Sample,
     Schedule,
     WavePair,
@@ -32,7 +28,11 @@ from mcclab.analysis.webrc_mrtt import (  # noqa: E402
     samples,
     wave_pairs,
 )
-from mcclab.experiment.tables import event_records  # noqa: E402
+from mcclab.analysis.figures import STYLE, rate_scale, save  # noqa: E402
+from mcclab.analysis.plugins import figure, measure, sweep_figure  # noqa: E402
+from mcclab.analysis.results import Run  # noqa: E402
+from mcclab.analysis.sweep import Sweep  # noqa: E402
+from mcclab.resultsdir import event_records  # noqa: E402
 
 
 def _window(run: Run) -> tuple[float, float]:
@@ -167,7 +167,7 @@ def mrtt(run: Run, flow: str, node: str, part: str = "sample") -> float:
     ``spacing`` (the joined waves' packet spacing), ``expected`` (where ARTT should
     settle: with the spacing correction the mean of the values used, ``down + join``;
     without it the wait's fixed point from the measured down + join and the window's
-    LOSSP, :func:`~mcclab.analysis.webrc_mrtt.expected_mrtt`)."""
+    LOSSP, :func:`~agents.webrc.mrtt.expected_mrtt`)."""
     if part not in MRTT_PARTS:
         raise ValueError(f"part must be one of {', '.join(MRTT_PARTS)}, not {part!r}")
     d = decompose(mrtt_samples(run, flow, node))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agents.cbr import check_packet_size
+from agents.layered_cbr.contract import CONTRACT_CASE, RECEIVER_GAUGES, SENDER_GAUGES
 from agents.runtime.actions import Action, Join, Log, Send, SetTimer
 from agents.runtime.core import ReceiverCore, SenderCore
 from agents.runtime.pacing import Pacer
@@ -102,4 +103,6 @@ SPEC = register(ProtocolSpec(
     name="layered-cbr", protocol_id=2, params=LayeredCbrParams, sender=LayeredCbrSender,
     receiver=LayeredCbrReceiver, channels=lambda params: len(params.rates),
     example_params={"rates": ["256kbit", "512kbit", "1Mbit"], "packet_size": "500B"},
+    sender_gauges=SENDER_GAUGES, receiver_gauges=RECEIVER_GAUGES,
+    contract_case=CONTRACT_CASE,
 ))

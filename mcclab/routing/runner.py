@@ -1,9 +1,10 @@
-"""Bring the routing daemons of a lab up: specs from the topology, plans from `mcclab.routing`.
+"""Bring the routing daemons of a lab up: the runner side of the routing plans.
 
-The planners are pure; this module is the runner side: it creates each
+The plans come from ``mcclab.routing.plan`` (pure); this module creates each
 router's private directory, writes the files, starts every daemon in its own
 process group inside the router's namespace, and polls readiness (PIM
-neighbours, RP reachable, vifs present) instead of sleeping.
+neighbours, RP reachable, vifs present) instead of sleeping. Link emulation
+has the same split: ``mcclab.links.plan`` and ``mcclab.links.emulation``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import pwd
 import subprocess
 import time
-from collections import deque
 from pathlib import Path
 
 from mcclab.commands import Cmd
@@ -22,8 +22,8 @@ from mcclab.model.addressing import AddressPlan
 from mcclab.model.topology import Topology
 from mcclab.net.node_config import netns_name
 from mcclab.processes import spawn
-from mcclab.routing import BINARIES, plan_router
-from mcclab.routing.common import DaemonPlan, IgmpTimers, RouterIface, RouterSpec, StaticMroute
+from mcclab.routing.common import DaemonPlan, RouterSpec
+from mcclab.routing.plan import daemon_plan, router_spec
 from mcclab.state import LabState, TrackedProcess
 
 POLL_INTERVAL = 0.05
@@ -31,100 +31,6 @@ POLL_INTERVAL = 0.05
 
 class RoutingError(RuntimeError):
     """A routing daemon died or did not become ready in time."""
-
-
-def required_binaries(backend: str) -> list[str]:
-    """Executables a routing backend needs (checked before anything starts)."""
-    return list(BINARIES[backend])
-
-
-def igmp_timers(topo: Topology) -> IgmpTimers:
-    """The topology's IGMP settings in the planners' integer units."""
-    igmp = topo.routing.igmp
-    return IgmpTimers(
-        query_interval_s=round(igmp.query_interval),
-        query_max_response_ms=round(igmp.query_response_interval * 1000),
-        last_member_query_interval_ms=round(igmp.last_member_query_interval * 1000),
-        last_member_query_count=igmp.last_member_query_count,
-        version=igmp.version,
-        immediate_leave=igmp.immediate_leave,
-    )
-
-
-def router_spec(topo: Topology, plan: AddressPlan, node: str, run_dir: Path) -> RouterSpec:
-    """The planner input for one router."""
-    ifaces = tuple(RouterIface(i.name, str(i.address)) for i in plan.interfaces[node])
-    neighbours = []
-    own = {i.subnet for i in plan.interfaces[node]}
-    for other in topo.names("router"):
-        if other == node:
-            continue
-        for iface in plan.interfaces[other]:
-            if iface.subnet in own:
-                neighbours.append(str(iface.address.ip))
-    rp = topo.rp
-    return RouterSpec(
-        name=node,
-        ifaces=ifaces,
-        run_dir=str(run_dir),
-        rp=str(plan.address_of(rp)) if rp and topo.routing.backend != "smcroute" else None,
-        ssm_range=str(topo.routing.ssm_range),
-        igmp=igmp_timers(topo),
-        pim_neighbors=tuple(sorted(neighbours)),
-    )
-
-
-def static_routes(topo: Topology, plan: AddressPlan, node: str) -> list[StaticMroute]:
-    """smcroute routes on ``node``: each static group flows down the shortest-path tree
-    from its source to every host, with no pruning (hosts get it joined or not)."""
-    routes = []
-    for sg in topo.routing.static_groups:
-        parent = _tree_parents(topo, plan, sg.source)
-        if node not in parent:
-            continue
-        children = [n for n, p in parent.items() if p == node]
-        outbound = tuple(plan.iface_towards(node, c).name for c in children
-                         if _has_host_below(topo, parent, c))
-        if not outbound:
-            continue
-        inbound = plan.iface_towards(node, parent[node]).name
-        in_ssm = sg.group in topo.routing.ssm_range
-        source = str(plan.address_of(sg.source)) if in_ssm else None
-        routes.append(StaticMroute(str(sg.group), inbound, outbound, source))
-    return routes
-
-
-def _tree_parents(topo: Topology, plan: AddressPlan, root: str) -> dict[str, str]:
-    """Breadth-first tree from ``root`` over router-to-node adjacency (hosts are leaves)."""
-    parent: dict[str, str] = {}
-    queue, seen = deque([root]), {root}
-    while queue:
-        node = queue.popleft()
-        if node != root and topo.kind_of(node) == "host":
-            continue
-        nets = {i.subnet for i in plan.interfaces[node]}
-        for other in sorted(plan.interfaces):
-            if other in seen or not nets & {i.subnet for i in plan.interfaces[other]}:
-                continue
-            seen.add(other)
-            parent[other] = node
-            queue.append(other)
-    return parent
-
-
-def _has_host_below(topo: Topology, parent: dict[str, str], node: str) -> bool:
-    """True when ``node`` is a host or has a host somewhere below it in the tree."""
-    if topo.kind_of(node) == "host":
-        return True
-    return any(_has_host_below(topo, parent, c) for c, p in parent.items() if p == node)
-
-
-def daemon_plan(topo: Topology, plan: AddressPlan, node: str, run_dir: Path) -> DaemonPlan:
-    """The backend's plan for one router."""
-    spec = router_spec(topo, plan, node, run_dir)
-    backend = topo.routing.backend
-    routes = static_routes(topo, plan, node) if backend == "smcroute" else ()
-    return plan_router(backend, spec, routes)
 
 
 def _log_tail(path: Path, lines: int = 15) -> str:

@@ -2,7 +2,7 @@
 
 The sender transmits ``layers`` cumulative, exponentially spaced layers
 (``B_i = 2**i * B_0``, ``B_0 = packet_size / tau0``) with periodic probes and
-synchronisation points (:mod:`agents.rlc_schedule`). It keeps no receiver state.
+synchronisation points (:mod:`agents.rlc.schedule`). It keeps no receiver state.
 
 A receiver (paper sec. 3.4), at level ``i`` (layers ``0..i`` joined):
 
@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agents.cbr import check_packet_size
-from agents.rlc_schedule import (
+from agents.rlc.contract import CONTRACT_CASE, RECEIVER_GAUGES, SENDER_GAUGES
+from agents.rlc.schedule import (
     grid_step,
     is_burst_index,
     per_cycle,
@@ -313,4 +314,6 @@ SPEC = register(ProtocolSpec(
     name="rlc", protocol_id=4, params=RlcParams, sender=RlcSender, receiver=RlcReceiver,
     extension=RLC_EXT, flags=SP_FLAG, channels=lambda params: params.layers,
     example_params={"layers": 4, "tau0": "125ms", "packet_size": "256B"},
+    sender_gauges=SENDER_GAUGES, receiver_gauges=RECEIVER_GAUGES,
+    contract_case=CONTRACT_CASE,
 ))

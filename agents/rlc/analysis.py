@@ -1,7 +1,7 @@
 """RLC (INFOCOM 1998) analysis plugins: Table 1's indexes, Fig. 3, Fig. 5, Fig. 7.
 
-The computations live in :mod:`mcclab.analysis.rlc_analysis`,
-:mod:`mcclab.analysis.rlc_model` and :mod:`mcclab.analysis.rlc_figures`; this
+The computations live in :mod:`agents.rlc.measures`,
+:mod:`agents.rlc.model` and :mod:`agents.rlc.figures`; this
 module names them for specs (``kind: measure``, ``figures:``, sweep figures).
 """
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mcclab.analysis import rlc_analysis as ra
+from agents.rlc import measures as ra
+from agents.rlc.figures import fig3_figure, fig5_figure, fig7_figure, fig7_sync
+from agents.rlc.model import eq2_c
 from mcclab.analysis.plugins import figure, measure, sweep_figure
 from mcclab.analysis.results import Run
-from mcclab.analysis.rlc_figures import fig3_figure, fig5_figure, fig7_figure, fig7_sync
-from mcclab.analysis.rlc_model import eq2_c
 from mcclab.analysis.sweep import Sweep
 from mcclab.model.units import parse_rate
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agents.cbr.contract import CONTRACT_CASE, RECEIVER_GAUGES, SENDER_GAUGES
 from agents.runtime.actions import Action, Join, Send, SetTimer
 from agents.runtime.core import ReceiverCore, SenderCore
 from agents.runtime.header import HEADER_LEN, MAX_DATAGRAM
@@ -84,4 +85,6 @@ class CbrReceiver(ReceiverCore):
 SPEC = register(ProtocolSpec(
     name="cbr", protocol_id=1, params=CbrParams, sender=CbrSender, receiver=CbrReceiver,
     channels=lambda params: 1, example_params={"rate": "1Mbit", "packet_size": "1000B"},
+    sender_gauges=SENDER_GAUGES, receiver_gauges=RECEIVER_GAUGES,
+    contract_case=CONTRACT_CASE,
 ))
