@@ -188,6 +188,7 @@ def lab_handout(
 
 @lab_app.command("run")
 def lab_run(
+    ctx: typer.Context,
     lab: str = typer.Argument(..., help="lab number or slug"),
     experiment: str = typer.Argument(..., help="one of the lab's experiments"),
     profile: str = typer.Option("quick", help="quick or paper"),
@@ -199,7 +200,6 @@ def lab_run(
 
     The lab's live network, if up, is stopped first: a run needs the machine's lab lock.
     """
-    from mcclab import cli
     from mcclab.labs.live import stop
     from mcclab.labs.model import experiment_key, experiment_path
 
@@ -219,14 +219,16 @@ def lab_run(
         console.print(
             f"stopped the lab's live network ({stopped}) to run the experiment", highlight=False
         )
-    cli.run(
-        str(experiment_path(name, entry.dir, entry.repo)),
-        profile=profile,
-        set_=set_,
-        results=work / "runs",
-        wait=wait,
-        fork=True,
-    )
+    # The app's own `mcclab run`, found through the command tree rather than imported:
+    # mcclab.cli registers these commands, so importing it here would make a cycle.
+    root = ctx.find_root()
+    lookup = getattr(root.command, "get_command", None)  # a group of commands (the app)
+    run = lookup(root, "run") if lookup is not None else None
+    if run is None:
+        raise RuntimeError("'mcclab lab run' needs the mcclab app's 'run' command")
+    # Every parameter of `mcclab run` is passed: its defaults are Typer's option markers.
+    ctx.invoke(run.callback, experiment=str(experiment_path(name, entry.dir, entry.repo)),
+               profile=profile, set_=set_, results=work / "runs", wait=wait, fork=True)
 
 
 # ---- commands on the lab that is up: shell, exec, capture, link ----

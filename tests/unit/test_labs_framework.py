@@ -347,3 +347,33 @@ def test_exec_points_vtysh_at_the_router(tmp_path):
     # Hosts have no FRR, other commands pass through unchanged.
     assert node_argv(state, topo, "h2a", ["vtysh"]) == ["ip", "netns", "exec", "mcl-h2a", "vtysh"]
     assert node_argv(state, topo, "r2", ["ip", "route"])[4:] == ["ip", "route"]
+
+
+def test_lab_run_runs_the_apps_run_command_into_the_work_folder(tmp_path, monkeypatch):
+    # `mcclab lab run` hands the lab's experiment to the app's own `mcclab run` (found in
+    # the command tree: mcclab.cli registers the lab commands, so no import back).
+    import typer
+    from typer.testing import CliRunner
+
+    from mcclab.labs import cli as labs_cli
+
+    calls = []
+    app = typer.Typer()
+
+    @app.command("run")
+    def fake_run(experiment: str, profile: str = "paper",
+                 set_: list[str] = typer.Option([], "--set"), results: Path = Path("results"),
+                 wait: float = 0.0, fork: bool = True) -> None:
+        calls.append({"experiment": experiment, "profile": profile, "set": list(set_),
+                      "results": results, "wait": wait, "fork": fork})
+
+    labs_cli.register(app)
+    monkeypatch.setattr("mcclab.labs.live.stop", lambda work: None)
+    out = CliRunner().invoke(app, ["lab", "run", "3", "cbr-tcp", "--set", "duration=5s",
+                                   "--results", str(tmp_path), "--wait", "7"])
+    assert out.exit_code == 0, out.output
+    (call,) = calls
+    assert call["experiment"].endswith("labs/03-why-cc/experiments/cbr-tcp.yaml")
+    assert call["profile"] == "quick" and call["set"] == ["duration=5s"]
+    assert call["results"] == tmp_path / "labs" / "03-why-cc" / "runs"
+    assert call["wait"] == 7.0 and call["fork"] is True
