@@ -11,6 +11,7 @@ import time
 
 import pandas as pd
 import pytest
+from labrun import run_mcclab
 
 from agents.webrc.params import WebrcParams
 from mcclab.probes.reach import wait_for
@@ -38,11 +39,10 @@ def records(path):
 def test_default_experiment_short_version(tmp_path):
     # WEBRC against TCP (sec. 5.2) over real FRR routers, shortened to 40 s: WEBRC alone
     # for 25 s (start-up through IGMP/PIM joins), then TCP.
-    out = subprocess.run(MCCLAB + ["run", "default", "--profile", "quick", "--set",
-                                   "duration=40s", "--set", "warmup=5s", "--set",
-                                   "flows.tcp.start=25s", "--results", str(tmp_path),
-                                   "--wait", "600"],
-                         capture_output=True, text=True, timeout=750)
+    out = run_mcclab(["run", "default", "--profile", "quick", "--set",
+                      "duration=40s", "--set", "warmup=5s", "--set",
+                      "flows.tcp.start=25s", "--results", str(tmp_path),
+                      "--wait", "600"], timeout=750)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     run = only_run(tmp_path)
     record = json.loads((run / "run.json").read_text())

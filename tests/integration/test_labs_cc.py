@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from labrun import run_mcclab
 
 from mcclab.labs import catalogue
 from mcclab.labs.checks import LabContext
@@ -33,7 +32,6 @@ from mcclab.labs.grade import run_checks
 pytestmark = [pytest.mark.root]
 
 REPO = Path(__file__).resolve().parents[2]
-MCCLAB = [sys.executable, "-m", "mcclab"]
 TIMES: dict[str, float] = {}
 
 
@@ -51,9 +49,8 @@ def run_lab(lab: str, root: Path) -> tuple[Path, dict[str, Path]]:
     for name in entry.spec.experiments:
         stem = Path(name).stem
         started = time.monotonic()
-        out = subprocess.run(MCCLAB + ["lab", "run", lab, stem, "--results", str(root),
-                                       "--wait", "1800"],
-                             capture_output=True, text=True, timeout=2400, cwd=REPO)
+        out = run_mcclab(["lab", "run", lab, stem, "--results", str(root),
+                          "--wait", "1800"], timeout=2400, cwd=REPO)
         TIMES[f"{lab}/{stem}"] = time.monotonic() - started
         runs = list((work / "runs" / stem).iterdir()) if (work / "runs" / stem).is_dir() else []
         assert len(runs) == 1, out.stdout[-3000:] + out.stderr[-3000:]

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
+from labrun import run_mcclab
 
 from mcclab.traffic.udp_onoff import send_offsets
 
 # timeout: 3x the measured 41.4 s (2-core VM)
 pytestmark = [pytest.mark.root, pytest.mark.timeout(150)]
 
-MCCLAB = [sys.executable, "-m", "mcclab"]
 RATE, SIZE = 1e6, 500  # well below the dumbbell's 3.2 Mbit/s: nothing may be lost
 DURATION = 30
 MARGIN = 1.5  # s
@@ -47,9 +45,8 @@ def records(path):
 def test_udp_on_off_flow_sends_its_schedule_and_nothing_else(tmp_path):
     spec = tmp_path / "onoff-check.yaml"
     spec.write_text(SPEC)
-    out = subprocess.run(MCCLAB + ["run", str(spec), "--results", str(tmp_path / "results"),
-                                   "--wait", "600"],
-                         capture_output=True, text=True, timeout=500)
+    out = run_mcclab(["run", str(spec), "--results", str(tmp_path / "results"),
+                      "--wait", "600"], timeout=500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (run,) = list((tmp_path / "results" / "onoff-check").iterdir())
     assert json.loads((run / "run.json").read_text())["status"] == "complete"

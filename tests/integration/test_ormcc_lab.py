@@ -9,11 +9,10 @@ of run plus lab bring-up. Evidence comes from the cores' gauges
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
+from labrun import run_mcclab
 
 from agents.ormcc import measures as om
 from mcclab.analysis.results import load_run
@@ -21,14 +20,12 @@ from mcclab.analysis.results import load_run
 # timeout: 3x the measured 83.5 s (2-core VM)
 pytestmark = [pytest.mark.root, pytest.mark.timeout(270)]
 
-MCCLAB = [sys.executable, "-m", "mcclab"]
 WARMUP = 10.0
 
 
 def test_ormcc_tracks_the_bottleneck_receivers_on_real_routers(tmp_path):
-    out = subprocess.run(MCCLAB + ["run", "ormcc-smoke", "--profile", "quick", "--results",
-                                   str(tmp_path), "--wait", "1800"],
-                         capture_output=True, text=True, timeout=2300)
+    out = run_mcclab(["run", "ormcc-smoke", "--profile", "quick", "--results",
+                      str(tmp_path), "--wait", "1800"], timeout=2300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     folder = next((tmp_path / "ormcc-smoke").iterdir())
     assert json.loads((folder / "run.json").read_text())["status"] == "complete"

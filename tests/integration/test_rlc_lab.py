@@ -14,17 +14,15 @@ bottleneck's queue drops in tables/links.csv.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import yaml
+from labrun import run_mcclab
 
 # timeout: 3x the measured 57.9 s (2-core VM, 21 s of it a lab-lock wait)
 pytestmark = [pytest.mark.root, pytest.mark.timeout(180)]
 
-MCCLAB = [sys.executable, "-m", "mcclab"]
 DURATION = 26  # s: start at 1 s, level 4 at ~9 s, join of level 5 at ~17 s, leave, deaf 3 s
 
 SPEC = {
@@ -57,9 +55,8 @@ def records(path, event):  # noqa: ANN001, ANN201
 def test_rlc_climbs_to_the_bottleneck_and_backs_off(tmp_path):
     spec = tmp_path / "rlc-lab-test.yaml"
     spec.write_text(yaml.safe_dump(SPEC))
-    out = subprocess.run(MCCLAB + ["run", str(spec), "--results", str(tmp_path / "results"),
-                                   "--wait", "600"],
-                         capture_output=True, text=True, timeout=800)
+    out = run_mcclab(["run", str(spec), "--results", str(tmp_path / "results"),
+                      "--wait", "600"], timeout=800)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (run,) = list((tmp_path / "results" / "rlc-lab-test").iterdir())
     assert json.loads((run / "run.json").read_text())["status"] == "complete"

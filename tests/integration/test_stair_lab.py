@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from labrun import run_mcclab
 
 from agents.stair.stairs import select_simple, stair_rtts
 
@@ -25,9 +24,8 @@ def records(path: Path) -> list[dict]:
 
 
 def test_stair_session_across_routers(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "mcclab", "run", str(SPEC), "--results",
-                          str(tmp_path), "--wait", "600"],
-                         capture_output=True, text=True, timeout=800)
+    out = run_mcclab(["run", str(SPEC), "--results",
+                      str(tmp_path), "--wait", "600"], timeout=800)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (run,) = list((tmp_path / "stair-lab").iterdir())
     assert json.loads((run / "run.json").read_text())["status"] == "complete"

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import yaml
+from labrun import run_mcclab
 
 # timeout: 3x the measured 40.4 s for both runs (2-core VM)
 pytestmark = [pytest.mark.root, pytest.mark.timeout(150)]
@@ -32,9 +31,8 @@ def test_two_point_sweep_runs_both_and_writes_the_sweep_folder(tmp_path):
     }))
     # --wait: each run queues for the machine-wide lab lock instead of failing (it is
     # shared by every engineer on this machine, hence the long wait).
-    out = subprocess.run([sys.executable, "-m", "mcclab", "sweep", str(spec), "--sweep", "rate",
-                          "--results", str(tmp_path / "results"), "--wait", "1800"],
-                         capture_output=True, text=True, timeout=3900)
+    out = run_mcclab(["sweep", str(spec), "--sweep", "rate",
+                      "--results", str(tmp_path / "results"), "--wait", "1800"], timeout=3900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "run 2 of 2" in out.stdout + out.stderr
     (folder,) = (tmp_path / "results" / "sweep-cbr").glob("sweep-*")
