@@ -188,10 +188,12 @@ lint: $(MCCLAB)
 	$(PY) -m ruff check mcclab agents tests bench dashboards labs experiments
 	$(PY) -m dashboards --check
 	$(PY) -m mcclab topo schema --check schema/topology.schema.json
+	$(PY) -m mcclab experiment schema --check schema/experiment.schema.json
 	cd ansible && ansible-lint
 
 schema: $(MCCLAB)
 	$(PY) -m mcclab topo schema --write schema/topology.schema.json
+	$(PY) -m mcclab experiment schema --write schema/experiment.schema.json
 
 # The ORMCC specs and topologies the spec language cannot state once (committed;
 # tests/unit/test_ormcc_specs.py checks they are current).

@@ -3,10 +3,10 @@
     python bench/agent_start.py [--counts 8 24 48] [--protocol ormcc]
 
 For each count N and each way of starting (``exec``: ``nsenter ... python -m
-agents.run``, as before 25 Nov 2026; ``fork``: :mod:`mcclab.forkserver`), the
-benchmark makes N network namespaces (loopback and a dummy interface, nothing
-else: no traffic leaves them), starts one receiver agent in each, all at once
-as the runner does at a run's start, and polls each agent's output for its
+agents.run``, what ``mcclab run --no-fork`` does; ``fork``: :mod:`mcclab.forkserver`,
+the default), the benchmark makes N network namespaces (loopback and a dummy
+interface, nothing else: no traffic leaves them), starts one receiver agent in
+each, all at once as the runner does at a run's start, and polls each agent's output for its
 ``ready`` line (metrics served, groups joined). It prints, per row: how long
 the starting loop took, the median and the last agent's time from the loop's
 start to ``ready``, and the CPU time each agent had used by then

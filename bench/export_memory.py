@@ -1,4 +1,4 @@
-"""Peak memory of exporting a run's series: all at once (before 26 Nov 2026) and metric by metric.
+"""Peak memory of exporting a run's series: all at once, and metric by metric as the runner does.
 
     python bench/export_memory.py [--series 5260] [--samples 1000] [--metrics 60]
 

@@ -516,13 +516,6 @@ def fuzz_port(agent: Agent, result: PortResult, datagrams: Iterator[tuple[bytes,
         result.kernel_drops = kernel_drops(local) - drops_before
 
 
-def mix(count: int, rng: random.Random, valid_share: float, make_valid: Callable[[], Any],
-        make_bad: Callable[[], Any]) -> Iterator[Any]:
-    """``count`` datagrams, about ``valid_share`` of them valid."""
-    for _ in range(count):
-        yield make_valid() if rng.random() < valid_share else make_bad()
-
-
 # --------------------------------------------------------------------------- per protocol
 
 def fuzz_protocol(name: str, count: int, odd_peers: bool, workdir: Path, seed: int = 1,

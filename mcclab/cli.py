@@ -24,8 +24,27 @@ app.add_typer(topo_app, name="topo")
 export_app = typer.Typer(help="Export an experiment to a testbed: Emulab NS file, CloudLab "
                          "profile (docs/testbeds.md).", no_args_is_help=True)
 app.add_typer(export_app, name="export")
+experiment_app = typer.Typer(help="Experiment specs: their JSON Schema.", no_args_is_help=True)
+app.add_typer(experiment_app, name="experiment")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # never break a file:field message
+
+
+def _print_version(value: bool) -> None:
+    """``--version``: print the installed version and stop before any command runs."""
+    if value:
+        from mcclab.version import version
+
+        console.print(f"mcclab {version()}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="print mcclab's version and exit"),
+) -> None:
+    """Multicast congestion-control lab."""
 
 
 def _load(path: Path):  # noqa: ANN202
@@ -38,7 +57,9 @@ def _load(path: Path):  # noqa: ANN202
 
 
 @topo_app.command("validate")
-def topo_validate(files: list[Path]) -> None:
+def topo_validate(
+    files: list[Path] = typer.Argument(..., help="topology files (YAML) to validate"),
+) -> None:
     """Validate topology files; exit 2 if any is invalid."""
     bad = 0
     for path in files:
@@ -54,7 +75,10 @@ def topo_validate(files: list[Path]) -> None:
 
 
 @topo_app.command("show")
-def topo_show(file: Path, dot: bool = typer.Option(False, help="print a Graphviz graph")) -> None:
+def topo_show(
+    file: Path = typer.Argument(..., help="topology file (YAML, e.g. topologies/dumbbell.yaml)"),
+    dot: bool = typer.Option(False, help="print a Graphviz graph"),
+) -> None:
     """Summarise a topology: nodes, links with per-direction parameters, addresses."""
     from mcclab.model.addressing import plan_addresses
     from mcclab.topo_view import dot_graph, link_rows
@@ -87,7 +111,26 @@ def topo_schema(
     """Print, write or check the JSON Schema of topology files (generated from the models)."""
     from mcclab.model.schema import topology_schema
 
-    text = json.dumps(topology_schema(), indent=2, sort_keys=True) + "\n"
+    _schema_command(topology_schema(), write, check)
+
+
+@experiment_app.command("schema")
+def experiment_schema(
+    write: Path | None = typer.Option(None, help="write the schema to this file"),
+    check: Path | None = typer.Option(None, help="fail if this file differs from the models"),
+) -> None:
+    """Print, write or check the JSON Schema of experiment files (generated from the models).
+
+    It describes a spec as written: templated flows (count, {i}) and units as text.
+    """
+    from mcclab.experiment.schema import experiment_schema as generate
+
+    _schema_command(generate(), write, check)
+
+
+def _schema_command(schema: dict, write: Path | None, check: Path | None) -> None:
+    """Write, check against a file, or print a generated schema (sorted, stable JSON)."""
+    text = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     if write is not None:
         write.parent.mkdir(parents=True, exist_ok=True)
         write.write_text(text)
@@ -196,7 +239,7 @@ class _StepProgress:
 
 @app.command()
 def up(
-    file: Path,
+    file: Path = typer.Argument(..., help="topology file (YAML, e.g. topologies/dumbbell.yaml)"),
     cli: bool = typer.Option(False, "--cli", help="open Mininet's CLI once the lab is ready"),
     hold: bool = typer.Option(True, help="keep the lab up until Ctrl-C (--no-hold: tear down)"),
     timeout: float = typer.Option(60.0, help="seconds to wait for routing readiness"),
@@ -260,6 +303,10 @@ def _bring_up(topo, timeout: float, wait: float):  # noqa: ANN001, ANN202
     return lab
 
 
+_PROFILE_HELP = ("quick or paper; default: quick where the spec defines it (as 'make "
+                 "experiment'), else paper (the spec as written)")
+
+
 def _mark_killed(results: Path) -> None:
     """Mark runs whose runner died without a word (SIGKILL) as killed, one line each."""
     from mcclab.experiment.record import mark_killed_runs
@@ -271,28 +318,36 @@ def _mark_killed(results: Path) -> None:
 @app.command()
 def run(
     experiment: str = typer.Argument(..., help="experiment name (experiments/NAME.yaml) or file"),
-    profile: str = typer.Option("paper", help="quick or paper"),
+    profile: str | None = typer.Option(None, help=_PROFILE_HELP),
     set_: list[str] = typer.Option([], "--set", help="override a key, e.g. duration=20s"),
     results: Path = typer.Option(Path("results"), help="where run folders go"),
     wait: float = typer.Option(0.0, help="seconds to wait for another lab (queued in order)"),
     fork: bool = typer.Option(True, help="start agents by forking one preloaded interpreter "
-                              "(--no-fork: a fresh interpreter each, as before 25 Nov 2026)"),
+                              "(--no-fork: exec a fresh interpreter for each agent)"),
 ) -> None:
-    """Run an experiment and write results/<experiment>/<run-id>/ with data, figures, report."""
+    """Run an experiment and write results/<experiment>/<run-id>/ with data, figures, report.
+
+    Without --profile the quick profile runs where the spec has one, as with 'make
+    experiment'; '--profile paper' runs the paper's length ('mcclab list' shows both).
+    """
+    from mcclab.analysis.report import build_report
     from mcclab.analysis.stalls import warning_in
+    from mcclab.catalog import default_profile
     from mcclab.experiment.loader import resolve
     from mcclab.experiment.runner import RunOptions, execute
     from mcclab.lab import PreflightError
+    from mcclab.model.units import show_duration
 
     _mark_killed(results)
     try:
+        profile = profile or default_profile(experiment)
         resolved = resolve(experiment, profile, set_)
     except SpecError as exc:
         err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
         raise typer.Exit(2) from None
     exp = resolved.experiment
-    console.print(f"[bold]{exp.name}[/bold] ({profile} profile): {exp.description}",
-                  highlight=False)
+    console.print(f"[bold]{exp.name}[/bold] ({profile} profile, "
+                  f"{show_duration(exp.duration)}): {exp.description}", highlight=False)
     with _progress_bar() as bar:
         progress = _StepProgress(bar)
 
@@ -309,7 +364,8 @@ def run(
         try:
             run_dir = execute(resolved, RunOptions(results=results.resolve(), progress=progress,
                                                    live=live, announce=announce,
-                                                   lock_timeout=wait, fork=fork))
+                                                   lock_timeout=wait, fork=fork,
+                                                   analyse=build_report))
         except PreflightError as exc:
             # Refused before anything was created: no results folder was left.
             err.print(f"[red]{exc}[/red]\nno run was started", highlight=False)
@@ -330,20 +386,62 @@ def run(
         raise typer.Exit(1)
 
 
+@app.command("list")
+def list_experiments(
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+    experiments: Path | None = typer.Option(None, help="folder of specs (default: the "
+                                            "repository's experiments/)"),
+) -> None:
+    """List the experiments: paper, figure, and run length in the quick and paper profiles.
+
+    Each spec is resolved as 'mcclab run' would; exit 2 if any is invalid (the others
+    are still listed).
+    """
+    from mcclab.catalog import catalogue
+    from mcclab.model.units import show_duration
+
+    if experiments is not None and not experiments.is_dir():
+        err.print(f"[red]no such folder[/red] {experiments}", highlight=False)
+        raise typer.Exit(2)
+    entries, errors = catalogue(experiments) if experiments else catalogue()
+    for exc in errors:
+        err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
+    if as_json:
+        print(json.dumps([e.as_dict() for e in entries], indent=2))
+    else:
+        table = Table("experiment", "paper", "figure", "quick run", "paper run",
+                      title=f"{len(entries)} experiments (mcclab run NAME --profile quick|paper)")
+        for e in entries:
+            shown = [show_duration(d) if d is not None else "-"
+                     for d in (e.durations_s["quick"], e.durations_s["paper"])]
+            table.add_row(e.name, e.paper, e.figure or "-", *shown)
+        console.print(table)
+    if errors:
+        raise typer.Exit(2)
+
+
 @app.command()
 def sweep(
     experiment: str = typer.Argument(..., help="experiment name (experiments/NAME.yaml) or file"),
     sweep_name: str = typer.Option(..., "--sweep", help="the sweep: a key of the spec's sweeps"),
-    profile: str = typer.Option("paper", help="quick or paper"),
+    profile: str | None = typer.Option(None, help=_PROFILE_HELP),
     set_: list[str] = typer.Option([], "--set", help="override a key for every run"),
     results: Path = typer.Option(Path("results"), help="where run and sweep folders go"),
     wait: float = typer.Option(0.0, help="seconds each run waits for another lab to finish"),
 ) -> None:
     """Run every point of a sweep as an ordinary run; write results/<exp>/sweep-<id>/."""
+    from mcclab.analysis.report import build_report
+    from mcclab.analysis.sweep_report import build_sweep_report
+    from mcclab.catalog import default_profile
     from mcclab.experiment.runner import RunOptions
     from mcclab.experiment.sweep import SweepOptions, run_sweep
 
     _mark_killed(results)
+    try:
+        profile = profile or default_profile(experiment)
+    except SpecError as exc:
+        err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
     with _progress_bar() as bar:
         steps = _StepProgress(bar)
         overall = bar.add_task("sweep", total=None)
@@ -356,8 +454,9 @@ def sweep(
         try:
             folder = run_sweep(experiment, sweep_name, profile, SweepOptions(
                 run=RunOptions(results=results.resolve(), progress=steps,
-                               announce=bar.console.print, lock_timeout=wait),
-                progress=on_point, sets=set_))
+                               announce=bar.console.print, lock_timeout=wait,
+                               analyse=build_report),
+                progress=on_point, sets=set_, report=build_sweep_report))
         except SpecError as exc:
             err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
             raise typer.Exit(2) from None
@@ -393,19 +492,53 @@ def _print_trials(folder: Path) -> None:
 
 
 @app.command("report")
-def report(runs: list[Path]) -> None:
+def report(
+    runs: list[Path] = typer.Argument(..., help="run or sweep folders (results/EXP/ID)"),
+    as_json: bool = typer.Option(False, "--json", help="print each report's path and summary "
+                                 "(a run's summary.json, a sweep's sweep.json) as JSON"),
+) -> None:
     """Rebuild summary, figures and report.html of run (or sweep) folders from their data."""
-    from mcclab.analysis.rebuild import report_command
+    if not as_json:
+        from mcclab.analysis.rebuild import report_command
 
-    report_command(runs)
+        report_command(runs)
+        return
+    from mcclab.analysis.results import RunError
+    from mcclab.jsonout import emit, report_record
+
+    records, bad = [], 0
+    for folder in runs:
+        try:
+            records.append(report_record(folder))
+        except (RunError, SpecError) as exc:
+            bad += 1
+            err.print(f"[red]cannot analyse[/red] {folder}\n{exc}", highlight=False)
+    emit(records)
+    if bad:
+        raise typer.Exit(2)
 
 
 @app.command("compare")
-def compare(runs: list[Path]) -> None:
+def compare(
+    runs: list[Path] = typer.Argument(..., help="run folders (results/EXP/ID) to compare"),
+    as_json: bool = typer.Option(False, "--json", help="print the runs, each quantity's paper "
+                                 "value and each run's measured value and verdict as JSON"),
+) -> None:
     """Show runs side by side (a table of reference quantities and an overlay figure)."""
-    from mcclab.analysis.compare import compare_command
+    if not as_json:
+        from mcclab.analysis.compare import compare_command
 
-    compare_command(runs)
+        compare_command(runs)
+        return
+    from mcclab.analysis.results import RunError
+    from mcclab.jsonout import compare_record, emit
+
+    try:
+        record = compare_record(runs)
+    except (RunError, SpecError) as exc:
+        err.print(f"[red]cannot analyse[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
+    emit(record)
 
 
 @app.command("index")
@@ -500,10 +633,12 @@ def reproduce(
 
 @app.command()
 def check(
-    file: Path,
+    file: Path = typer.Argument(..., help="topology file (YAML, e.g. topologies/dumbbell.yaml)"),
     sender: str = typer.Option("", help="sending host (default: 'src', else the first host)"),
     timeout: float = typer.Option(60.0, help="seconds to wait for routing readiness"),
     wait: float = typer.Option(0.0, help="seconds to wait for another lab (queued in order)"),
+    as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON (progress "
+                                 "and notes go to stderr)"),
 ) -> None:
     """Bring a lab up and show that multicast reaches exactly the hosts that joined.
 
@@ -511,6 +646,7 @@ def check(
     the rest stay out. The table shows each host's join latency and the
     packets its interface carried in a 2 s window (counted by nftables).
     """
+    from mcclab.jsonout import check_record, emit, reach_rows
     from mcclab.probes.reach import ASM_GROUP, SSM_GROUP, Flow, reach
 
     topo = _load(file)
@@ -519,37 +655,35 @@ def check(
     others = [h for h in hosts if h != source]
     joiners = {h: [Flow(ASM_GROUP, ssm=False), Flow(SSM_GROUP, ssm=True)]
                for h in others[::2]}
+    notes = err if as_json else console  # stdout holds the JSON alone
     with _sigterm_interrupts():
         lab = _bring_up(topo, timeout, wait)
         try:
             assert lab.routers is not None
-            console.print(f"ready: routing {topo.routing.backend} "
-                          f"({lab.routers.ready_summary()}), link backend {lab.link_backend}")
+            notes.print(f"ready: routing {topo.routing.backend} "
+                        f"({lab.routers.ready_summary()}), link backend {lab.link_backend}")
             report = reach(lab, source, joiners, join_timeout=40.0)
         finally:
             lab.down()
-    table = Table("host", "group", "joined", "join latency", "packets in window", "verdict",
-                  title=f"multicast from {source} at {report.rate_pps:g} pkt/s per group")
-    failures = 0
-    for host in others:
-        for group in (ASM_GROUP, SSM_GROUP):
-            member = host in joiners
-            got = report.at(host, group)
-            latency = report.latency.get((host, group))
-            if member:
-                ok = report.full_rate(host, group, 0.15)
-            else:
-                ok = got == 0 or topo.routing.backend == "smcroute"
-            failures += not ok
-            table.add_row(host, group + (" (SSM)" if group == SSM_GROUP else " (ASM)"),
-                          "yes" if member else "no",
+    backend = topo.routing.backend
+    rows = reach_rows(report, others, joiners, [ASM_GROUP, SSM_GROUP], SSM_GROUP, backend)
+    if as_json:
+        emit(check_record(str(file), source, backend, report, rows))
+    else:
+        table = Table("host", "group", "joined", "join latency", "packets in window", "verdict",
+                      title=f"multicast from {source} at {report.rate_pps:g} pkt/s per group")
+        for row in rows:
+            latency = row["join_latency_s"]
+            table.add_row(row["host"], row["group"] + (" (SSM)" if row["ssm"] else " (ASM)"),
+                          "yes" if row["joined"] else "no",
                           f"{latency * 1e3:.1f} ms" if latency is not None else "-",
-                          str(got), "[green]ok[/green]" if ok else "[red]WRONG[/red]")
-    console.print(table)
-    if topo.routing.backend == "smcroute":
-        console.print("smcroute routes statically and never prunes: hosts that did not join "
-                      "still see the traffic on their links.")
-    if failures:
+                          str(row["packets"]),
+                          "[green]ok[/green]" if row["ok"] else "[red]WRONG[/red]")
+        console.print(table)
+    if backend == "smcroute":
+        notes.print("smcroute routes statically and never prunes: hosts that did not join "
+                    "still see the traffic on their links.")
+    if not all(row["ok"] for row in rows):
         raise typer.Exit(1)
 
 

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from mcclab import cgroup
@@ -69,7 +69,6 @@ class LabOptions:
     progress: Progress = _no_progress
     features: KernelFeatures | None = None  # probe once and pass in to save time
     lock_timeout: float = 0.0  # seconds to wait for another lab on this machine to finish
-    extra_checks: list[str] = field(default_factory=list)
     # The userspace emulator's random drops (loss, RED, Gilbert-Elliott) draw from
     # this seed: a run gives its experiment's seed, so trials over seeds differ.
     link_seed: int = 1

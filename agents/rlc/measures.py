@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -232,8 +231,3 @@ def sync_stats(traces: dict[str, list[tuple[float, int]]], end: float,
     return {"converged_at": float(grid[converged]), "in_sync": float(after.mean()),
             "common_level": float(common.mode().iloc[0]) if len(common) else math.nan,
             "last_start": last_start}
-
-
-def figure_dir(run: Run) -> Path:
-    """Where RLC figures of a run go."""
-    return run.path / "figures"

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BURST, SILENCE, NORMAL = 0, 1, 2
-
 
 def per_slot(layer: int) -> int:
     """Packets layer ``layer`` sends in one normal slot (``L_j / B_0``)."""
@@ -66,11 +64,6 @@ def rank_in_slot(q: int, layers: int) -> int:
     layer = layer_of(q, layers)
     step = m >> layer  # M / 2**j
     return (p // step - 1) // 2
-
-
-def phase_of_slot(slot: int) -> int:
-    """BURST, SILENCE or NORMAL for slot ``slot`` (0 .. W-1) of a cycle."""
-    return BURST if slot == 0 else SILENCE if slot == 1 else NORMAL
 
 
 def index_in_cycle(layer: int, slot: int, rank: int, second: bool = False) -> int:

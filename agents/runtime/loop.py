@@ -89,9 +89,6 @@ class EventLoop:
     def call_at(self, when: float, fn: Callable[[], Any]) -> TimerHandle:
         return self._timers.push(when, fn)
 
-    def call_later(self, delay: float, fn: Callable[[], Any]) -> TimerHandle:
-        return self._timers.push(self._clock() + delay, fn)
-
     def add_reader(self, fileobj: Any, fn: Callable[[], Any]) -> None:
         """Call ``fn()`` whenever ``fileobj`` is readable."""
         self._selector.register(fileobj, selectors.EVENT_READ, fn)

@@ -9,7 +9,6 @@ per-channel sequence number.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
@@ -157,13 +156,3 @@ class Layout:
         stairs = sum(self.params.base_rate * (self.window(s) + 1) / (2 * self.window(s))
                      for s in range(self.n_sl))
         return static + stairs
-
-
-def packets_per_second(layout: Layout) -> float:
-    """The sender's packet rate, for sizing experiments."""
-    return layout.total_rate() / (8 * layout.params.packet_size)
-
-
-def log2_ceil(x: float) -> int:
-    """Smallest ``k`` with ``2**k >= x``."""
-    return max(0, math.ceil(math.log2(x)))

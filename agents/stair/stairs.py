@@ -117,8 +117,3 @@ class StairClock:
         into = (now - self.origin) % self.period
         step = min(int(into // self.rtt) + 1, self.window)
         return step * packet_size * 8 / self.rtt
-
-
-def mean_stair_rate(window: int, base_rate: float) -> float:
-    """Average rate of a stair layer over a cycle: ``(W + 1) / 2W`` of the base rate."""
-    return base_rate * (window + 1) / (2 * window)

@@ -54,7 +54,6 @@ class TfmccSender(SenderCore):
         self.round_start = 0.0
         self.round_nonclr = False
         self.round_ended_wait = False  # T passed without non-CLR feedback
-        self.round_fb = False
         self.supp_rate: float | None = None
         self.echo: tuple[int, int, float, bool] | None = None  # rid, rx_ns, arrival, priority
         self.counts = {"fb_rx": 0, "fb_clr": 0, "fb_nonclr": 0, "fb_malformed": 0, "fb_no_loss": 0,

@@ -41,10 +41,10 @@ With several receivers the first router is not always where the join takes effec
 join): then the first packet can leave the sender before the join is sent, ``join``
 comes out negative and only ``sample``, ``down`` and ``wait`` keep their meaning.
 
-Since 22 Nov (session 3) the receiver subtracts half the spacing from each wave sample
-before averaging (``mrtt_spacing_correction``, agents/webrc/receiver.py): its log keeps
-the raw ``sample`` (split here as above) and adds ``used``, the value fed into ARTT,
-whose mean is then ``down + join`` plus the phase noise, with no fixed-point feedback.
+The receiver subtracts half the spacing from each wave sample before averaging
+(``mrtt_spacing_correction``, agents/webrc/receiver.py): its log keeps the raw
+``sample`` (split here as above) and adds ``used``, the value fed into ARTT, whose mean
+is then ``down + join`` plus the phase noise, with no fixed-point feedback.
 
 Everything here is pure: records in, numbers out (unit-tested without a lab).
 """

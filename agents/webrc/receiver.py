@@ -121,7 +121,6 @@ class WebrcReceiver(ReceiverCore):
         self.last_at: dict[int, float] = {}  # arrival of each channel's last in-order packet
         self.event_starts: deque[float] = deque(maxlen=EVENT_MEMORY)
         self.rx = self.lost = self.events = 0  # this epoch
-        self.rx_total = self.lost_total = 0
         self.arr = self.trr = m.bcr
         self.rr = self.irr = 0.0
         self.ssr = math.inf
@@ -180,7 +179,6 @@ class WebrcReceiver(ReceiverCore):
             return [Reject()]  # the extension names another channel than it arrived on
         actions: list[Action] = []
         self.rx += 1
-        self.rx_total += 1
         if cn == self.base and self.base_join_at is not None:
             if self.params.base_mrtt_sample:
                 actions += self._mrtt(now, now - self.base_join_at, None, cn, ext.psn)
@@ -260,7 +258,6 @@ class WebrcReceiver(ReceiverCore):
         (count + 1)`` (RFC 5348 sec. 5.2); one that is ARTT + ``step`` or more from every
         loss event's start opens a loss event."""
         self.lost += count
-        self.lost_total += count
         if self.params.loss_timing == "detection":
             # Timed when the gap shows: a slow channel's gap may open a second event.
             if now < self.loss_event_end:

@@ -10,6 +10,10 @@ this file adds, and why the language cannot say it:
   leaves), Fig. 11 with beta 0.5 and 0.75 (ormcc-fig11-b065), Table I with RED
   (ormcc-table1), Table II on the cut tree (ormcc-table2). A spec has no parameters
   and no include, so each variant is a file of its own, its base with a few changes;
+- the paper's comparisons: each Fig. 4, Fig. 6 and Table II spec with PGMCC or TFMCC
+  in place of every ORMCC flow (``<base>-pgmcc``, ``<base>-tfmcc``; docs/comparison.md).
+  A sweep cannot say it: its keys vary independently, and a scheme changes two flow
+  templates' protocol and params together and the references too;
 - Table II's cross traffic on the cut Fig. 9 tree, whose links follow no formula in
   ``{i}`` (the full tree's do), so it is written link by link;
 - topology cuts: the Fig. 3 star with n of its 64 leaves, each with its own source
@@ -265,6 +269,217 @@ def table2_cut() -> str:
         (r"(?s)^  - name: \"tcp-.*?(?=^# The competing TCP)", flows)])
 
 
+# The ORMCC paper's baselines (sec. V): PGMCC and TFMCC on the configurations ORMCC ran,
+# every other flow, link and time unchanged. Their parameters are the agents' defaults
+# with the paper's 1000-byte packets (agents/pgmcc/README.md, agents/tfmcc/README.md);
+# the paper gives neither scheme any other setting. Per scheme: its name in the paper,
+# its panel of Fig. 4 (the text names PGMCC, then TFMCC, for (b) and (c)), its feedback
+# counters (receivers' sent by kind, the source's received) and the paper's numbers.
+SCHEMES = {
+    "pgmcc": {
+        "name": "PGMCC", "panel": "Fig. 4(b)",
+        "sent": {"NAK": ("naks_sent", 55222), "ACK": ("acks_sent", 19608)},
+        "received": ["acks_rx", "naks_rx"], "total": 74830,
+        "total_source": "sec. V-D: 74,830 feedback packets at the source in a typical PGMCC "
+                        "simulation of this configuration (NAK 55,222, ACK 19,608)",
+        "table2": ("126.6kbit", 5009.6, ["naks_sent"], "NAKs sent by all receivers",
+                   "Table II: 5009.6, NAK only"),
+    },
+    "tfmcc": {
+        "name": "TFMCC", "panel": "Fig. 4(c)",
+        "sent": {"report": ("fb_sent", 5344)},
+        "received": ["fb_rx"], "total": 5344,
+        "total_source": "sec. V-D: 5,344 feedback packets in TFMCC's simulation of this "
+                        "configuration",
+        "table2": ("226.7kbit", 3312.9, ["fb_sent"], "reports sent by all receivers",
+                   "Table II: 3312.9"),
+    },
+}
+# Why the feedback counts have no criterion: the paper's are for 64 receivers over a
+# run length it does not give, the lab's for its own leaves and duration.
+COUNT_SCALE = "counts scale with receivers and run length, so no criterion"
+
+
+def scheme_variant(text: str, base: str, scheme: str, note: str,
+                   changes: list[tuple[str, str]]) -> str:
+    """An ORMCC spec's text with ``scheme`` in place of every ORMCC flow.
+
+    The leading comment goes (``note`` replaces it), the name gets ``-<scheme>``,
+    every ``protocol: ormcc`` becomes the scheme and ORMCC's params (beta) become
+    the scheme's (1000-byte packets, defaults otherwise); then each regex of
+    ``changes`` is replaced. Every pattern must match.
+    """
+    s = SCHEMES[scheme]
+    for pattern, new in [(r"(?s)\A.*?(?=^name: )", ""),
+                         (rf"^name: {re.escape(base)}$", f"name: {base}-{scheme}"),
+                         (r"^    protocol: ormcc$", f"    protocol: {scheme}"),
+                         (r"params: \{packet_size: 1000B, beta: 0\.75\}",
+                          "params: {packet_size: 1000B}"),
+                         *changes]:
+        text, hits = re.subn(pattern, new, text, flags=re.M)
+        if not hits:
+            raise ValueError(f"{base} has no {pattern!r}")
+    return (f"{HEADER}# The ORMCC paper's {s['name']} comparison on experiments/{base}.yaml "
+            f"(docs/comparison.md):\n{note}{text}")
+
+
+def _ref(lines: list[str]) -> str:
+    """One reference entry of a spec, its lines indented under ``  - ``."""
+    return "  - " + "\n    ".join(lines) + "\n"
+
+
+def _feedback_refs(scheme: str, flow: str) -> str:
+    """Sec. V-D's feedback totals: receivers' sent by kind and in all, the source's received."""
+    s = SCHEMES[scheme]
+    sent = [c for c, _ in s["sent"].values()]
+    out = _ref(["kind: measure",
+                "label: feedback packets sent by the multicast flow's receivers (whole run)",
+                f'source: "{s["total_source"]}; {COUNT_SCALE}"',
+                "measure: feedback.count",
+                f"args: {{flow: {flow}, counters: [{', '.join(sent)}]}}",
+                f"paper: {s['total']}"])
+    out += _ref(["kind: measure",
+                 "label: feedback packets received by the multicast flow's source (whole run)",
+                 'source: "as above: the paper counts at the source"',
+                 "measure: feedback.count",
+                 f"args: {{flow: {flow}, counters: [{', '.join(s['received'])}], "
+                 "role: sender}",
+                 f"paper: {s['total']}"])
+    if len(s["sent"]) > 1:
+        for kind, (counter, value) in s["sent"].items():
+            out += _ref(["kind: measure",
+                         f"label: {kind}s sent by the multicast flow's receivers (whole run)",
+                         f'source: "sec. V-D: {kind} {value:,} of the {s["total"]:,}; '
+                         f'{COUNT_SCALE}"',
+                         "measure: feedback.count",
+                         f"args: {{flow: {flow}, counters: [{counter}]}}",
+                         f"paper: {value}"])
+    return out
+
+
+def fig4_scheme(n: int, scheme: str) -> str:
+    """Fig. 4(b)/(c) and sec. V-D on n leaves: ormcc-fig4 with ``scheme`` for every ORMCC flow.
+
+    The text gives no value for the baselines' rate ratios ("deviate more from
+    corresponding unicast flows"), so they are reported beside ORMCC's without a band;
+    the one simulation's feedback counts are the paper values, also without one.
+    """
+    s = SCHEMES[scheme]
+    name = s["name"]
+    base = "ormcc-fig4" if n == 8 else f"ormcc-fig4-n{n}"
+    text = (ROOT / "experiments" / f"{base}.yaml").read_text() if n == 8 else fig4(n)
+    ideal = (f"{s['panel']}: {name}'s multicast rate 'deviates more from corresponding "
+             f"unicast flows' than ORMCC's; no value in the text (1.0: TCP-friendly), "
+             f"reported without a band")
+    refs = ""
+    for what, numerator, statistic in (("multicast / TCP", "multi", "mean"),
+                                       ("multicast / TCP", "multi", "min"),
+                                       ("multicast / TCP", "multi", "max"),
+                                       ("single-receiver / TCP", "uni{i}", "mean")):
+        refs += _ref(["kind: measure",
+                      f"label: {name} {what}, {statistic} over the {n} receivers",
+                      f'source: "{ideal}"',
+                      "measure: ormcc.leaf_ratio",
+                      f'args: {{numerator: "{numerator}", flows: ["tcp{{i}}"], '
+                      f"statistic: {statistic}}}",
+                      "paper: 1.0"])
+    refs += _ref(["kind: measure",
+                  f"label: {name} multicast / single-receiver, mean over the {n} receivers",
+                  f'source: "{s["panel"]}: drop-to-zero shows as a multicast rate far below '
+                  f"the single-receiver flows'; no value in the text (1.0: none), reported "
+                  'without a band"',
+                  "measure: ormcc.leaf_ratio",
+                  'args: {numerator: "multi", flows: ["uni{i}"], statistic: mean}',
+                  "paper: 1.0"])
+    refs += _feedback_refs(scheme, "multi")
+    note = (f"# {name} in place of ORMCC for the multi-receiver flow and the single-receiver\n"
+            f"# flows, on {n} leaves (paper: 64; 63 for PGMCC, footnote 6). {s['panel']} and\n"
+            "# sec. V-D. The TCP flows, links and times are ormcc-fig4's. One run, as the\n"
+            "# paper's \"typical\" simulation: no trials sweep.\n")
+    return scheme_variant(text, base, scheme, note, [
+        (r"(?s)^description: >-\n.*?(?=^reference:)",
+         f"description: >-\n  {n}-leaf star (1 Mbit/s, 40 ms, 50-packet drop-tail access "
+         f"links): per leaf one\n  TCP Reno and one single-receiver {name} flow, plus one "
+         f"multi-receiver {name}\n  flow to all {n} leaves: ORMCC Fig. 4's configuration "
+         f"with {name}.\n"),
+        (r"^reference: .*$",
+         f'reference: "Li and Kalyanaraman, ORMCC, {s["panel"]} (sec. V-A) and sec. V-D: '
+         f'{name}"'),
+        (r"(?s)^references:\n.*?(?=^figures:)", f"references:\n{refs}"),
+        (r"^  - \{figure: ormcc\.tracking, args: \{flow: multi\}\}\n", ""),
+        (r"(?s)^  trials:\n.*\Z", "")])
+
+
+def fig6_scheme(scheme: str) -> str:
+    """Fig. 6 with ``scheme`` for the three sessions: the caption's "all three schemes
+    achieve approximately proportional fairness" is the paper's claim for each."""
+    s = SCHEMES[scheme]
+    name = s["name"]
+    text = (ROOT / "experiments" / "ormcc-fig6.yaml").read_text()
+    note = (f"# Fig. 6: {name} for the long and the two short sessions; links, groups, RED\n"
+            "# and times are ormcc-fig6's. The caption says all three schemes achieve\n"
+            "# approximately proportional fairness: the long flow's share keeps ORMCC's band.\n"
+            "# One run, as the figure: no trials sweep.\n")
+    refs = _ref(["kind: share",
+                 f"label: {name} long flow's share of a bottleneck",
+                 'source: "Fig. 6 caption: all three schemes achieve approximately '
+                 'proportional fairness; sec. V-B: 0.33 Mbit/s of 1 Mbit/s (IP bits)"',
+                 "flow: long", "capacity: 1Mbit", "bits: ip", "paper: 0.33",
+                 "within: [0.25, 0.42]"])
+    refs += _ref(["kind: share",
+                  f"label: {name} short flow 2's share of bottleneck 1",
+                  'source: "as above: the rest of bottleneck 1, 0.67 Mbit/s"',
+                  "flow: short2", "capacity: 1Mbit", "bits: ip", "paper: 0.67",
+                  "tolerance: 25%"])
+    refs += _ref(["kind: ratio",
+                  f"label: {name} long flow's rate over short flow 2's",
+                  'source: "sec. V-B: proportional fairness, 0.33 against 0.67 Mbit/s"',
+                  "numerator: long", "denominator: short2", "paper: 0.5"])
+    return scheme_variant(text, "ormcc-fig6", scheme, note, [
+        (r"(?s)^description: >-\n.*?(?=^reference:)",
+         f"description: >-\n  Linear network of Fig. 5: three {name} sessions of 16 receivers "
+         f"each; the long\n  one crosses both 1 Mbit/s RED bottlenecks, the short ones one "
+         "each.\n"),
+        (r"^reference: .*$",
+         f'reference: "Li and Kalyanaraman, ORMCC, Fig. 5 and Fig. 6 (sec. V-B): {name}"'),
+        (r"(?s)^references:\n.*?(?=^figures:)", f"references:\n{refs}"),
+        (r"^  - \{figure: ormcc\.tracking, args: \{flow: long\}\}$",
+         "  - {figure: generic.rates, args: {smooth: 5}}"),
+        (r"(?s)^sweeps:\n.*\Z", "")])
+
+
+def table2_scheme(scheme: str, cut: bool) -> str:
+    """Table II with ``scheme`` as the multicast session: the paper's column for it (mean of
+    10 runs), the throughput with ORMCC's criterion, the feedback count without one."""
+    s = SCHEMES[scheme]
+    name = s["name"]
+    rate, feedback, counters, what, where = s["table2"]
+    base = f"ormcc-table2-n{len(FIG9_SUBSET_HOSTS)}" if cut else "ormcc-table2"
+    text = table2_cut() if cut else (ROOT / "experiments" / "ormcc-table2.yaml").read_text()
+    refs = _ref(["kind: throughput",
+                 f"label: {name} average throughput",
+                 f'source: "Table II: {rate[:-4]} kbit/s (mean of 10 runs)"',
+                 f"flow: {scheme}", f"paper: {rate}", "tolerance: 30%"])
+    refs += _ref(["kind: measure",
+                  f"label: {name} {what}",
+                  f'source: "{where} (mean of 10 runs; run length not given, so no criterion)"',
+                  "measure: feedback.count",
+                  f"args: {{flow: {scheme}, counters: [{', '.join(counters)}]}}",
+                  f"paper: {feedback}"])
+    note = (f"# Table II's {name} column: {name} in place of ORMCC as the multicast session\n"
+            f"# (named {scheme}); cross traffic, links and times are {base}'s.\n")
+    return scheme_variant(text, base, scheme, note, [
+        (r"ORMCC session to all", f"{name} session to all"),
+        (r"^reference: .*$",
+         f'reference: "Li and Kalyanaraman, ORMCC, Fig. 9 and Table II (sec. V-E): {name}"'),
+        (r"^  - name: ormcc$", f"  - name: {scheme}"),
+        (r"(?s)^references:\n.*?(?=^figures:)", f"references:\n{refs}"),
+        (r"^  - \{figure: ormcc\.tracking, args: \{flow: ormcc\}\}$",
+         f"  - {{figure: generic.rates, args: {{flows: [{scheme}], smooth: 5}}}}"),
+        (r"label: ORMCC average throughput\}", f"label: {name} average throughput}}"),
+        (r"label: CIs sent by all receivers\}", f"label: {name} {what}}}")])
+
+
 def main(out: Path = ROOT) -> None:
     """Write every generated file under ``out`` (the repository by default)."""
     (out / "topologies").mkdir(parents=True, exist_ok=True)
@@ -280,6 +495,14 @@ def main(out: Path = ROOT) -> None:
     for beta in (0.5, 0.75):
         files[f"experiments/ormcc-fig11-b{round(beta * 100):03d}.yaml"] = fig11(beta)
     files[f"experiments/ormcc-table2-n{len(FIG9_SUBSET_HOSTS)}.yaml"] = table2_cut()
+    for scheme in SCHEMES:
+        for n in FIG4_SIZES:
+            stem = "ormcc-fig4" if n == 8 else f"ormcc-fig4-n{n}"
+            files[f"experiments/{stem}-{scheme}.yaml"] = fig4_scheme(n, scheme)
+        files[f"experiments/ormcc-fig6-{scheme}.yaml"] = fig6_scheme(scheme)
+        files[f"experiments/ormcc-table2-{scheme}.yaml"] = table2_scheme(scheme, cut=False)
+        files[f"experiments/ormcc-table2-n{len(FIG9_SUBSET_HOSTS)}-{scheme}.yaml"] = (
+            table2_scheme(scheme, cut=True))
     for name, text in files.items():
         (out / name).write_text(text)
 

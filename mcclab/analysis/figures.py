@@ -20,7 +20,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from mcclab.analysis.results import Run  # noqa: E402
 from mcclab.analysis.summary import PERCENT_KINDS, Summary, format_value  # noqa: E402
-from mcclab.experiment.quantities import FigureRef  # noqa: E402
+from mcclab.model.quantities import FigureRef  # noqa: E402
 
 STYLE = {
     "font.family": "sans-serif",

@@ -42,7 +42,7 @@ from mcclab.analysis.summary import (
 )
 from mcclab.analysis.sweep import load_sweep
 from mcclab.analysis.trials import trials_table
-from mcclab.experiment import tcp_models
+from mcclab.model import tcp_models
 from mcclab.model.loader import SpecError
 
 # The papers, in the order the index shows them, keyed by the protocol that names them.

@@ -1,59 +1,50 @@
-"""What every report page shares: the style sheet, escaping, badges and embedded figures.
+"""What every report page shares: the Jinja2 environment and the embedded figures.
 
 A run's report (:mod:`.report`) and a sweep's (:mod:`.sweep_report`) are
-self-contained pages in the same style; both build their HTML from these
-pieces, so the two cannot drift apart.
+self-contained pages in the same style. Both are Jinja2 templates in
+``templates/`` that extend ``page.html.j2`` (the style sheet) and use the
+macros of ``macros.html.j2`` (badges, definition lists, figures), so the two
+cannot drift apart. Every value is escaped by the environment; only the SVG
+figures, which matplotlib wrote, go in as markup.
 """
 
 from __future__ import annotations
 
-import html
 import re
+from functools import cache
 from pathlib import Path
+from typing import Any
 
-CSS = """
-body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
-       color: #222; margin: 0; background: #fafafa; }
-main { max-width: 1100px; margin: 0 auto; padding: 24px 32px 48px; background: #fff; }
-h1 { font-size: 26px; margin: 0 0 4px; }
-h2 { font-size: 19px; margin: 32px 0 8px; border-bottom: 1px solid #e5e5e5; padding-bottom: 4px; }
-.sub { color: #666; margin: 0 0 12px; }
-.banner { padding: 12px 16px; border-radius: 6px; margin: 16px 0; font-weight: 600; }
-.banner.interrupted, .banner.running, .banner.killed { background: #fff4e5;
-                                       border: 1px solid #f0a040; color: #8a4b00; }
-.banner.failed, .banner.overloaded { background: #fdecea; border: 1px solid #e57373;
-                                     color: #a31515; }
-.banner .detail { font-weight: 400; display: block; margin-top: 4px; }
-table { border-collapse: collapse; width: 100%; margin: 8px 0; font-size: 14px; }
-th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid #eee; vertical-align: top; }
-th { background: #f5f5f5; font-weight: 600; }
-th.num { text-align: right; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.verdict { display: inline-block; padding: 1px 10px; border-radius: 10px; font-weight: 600;
-           font-size: 13px; }
-.v-pass { background: #e6f4ea; color: #1e6b34; }
-.v-fail { background: #fdecea; color: #a31515; }
-.v-na { background: #eee; color: #555; }
-.marginal { display: inline-block; margin-left: 4px; padding: 0 6px; border-radius: 8px;
-            font-size: 12px; background: #fff4e5; color: #8a4b00; }
-.status-complete { color: #1e6b34; } .status-interrupted { color: #8a4b00; }
-.status-failed { color: #a31515; }
-.status-running, .status-killed { color: #8a4b00; }
-.why { color: #555; font-size: 13px; }
-.counts { margin: 4px 0 8px; color: #444; }
-figure { margin: 16px 0; }
-figure svg { display: block; width: 100%; height: auto; }
-figcaption { color: #666; font-size: 13px; }
-dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 8px 0; }
-dt { color: #666; } dd { margin: 0; font-family: ui-monospace, "DejaVu Sans Mono", monospace;
-     font-size: 13px; overflow-wrap: anywhere; }
-ul.notes { color: #8a4b00; }
-"""
+from jinja2 import Environment, PackageLoader
+from markupsafe import Markup, escape
+
+CAPTIONS = {
+    "throughput": "Throughput of each flow at each receiver (shaded: warm-up, "
+                  "not measured).",
+    "references": "Paper (grey) versus measured (coloured by verdict); the yellow band "
+                  "is the accepted range.",
+    "links": "Per link direction: sending rate, queue length and drops per second "
+             "(the busiest directions; idle ones and ACK paths are left out).",
+}
 
 
-def esc(text: object) -> str:
-    """HTML-escape any value, quotes included."""
-    return html.escape(str(text), quote=True)
+def keep_units(text: object) -> Markup:
+    """Escape, and glue units to their numbers so '60 %' never breaks across lines."""
+    return Markup(re.sub(r" (%|[kMG]?bit/s)", r"&nbsp;\1", str(escape(text))))
+
+
+@cache
+def environment() -> Environment:
+    """The report pages' Jinja2 environment: templates from the package, HTML escaped."""
+    env = Environment(loader=PackageLoader("mcclab.analysis", "templates"), autoescape=True,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["keep_units"] = keep_units
+    return env
+
+
+def render_page(template: str, **context: Any) -> str:
+    """Render one of the report templates with these values."""
+    return environment().get_template(template).render(**context)
 
 
 def inline_svg(path: Path) -> str:
@@ -67,39 +58,16 @@ def inline_svg(path: Path) -> str:
                   r'<svg\1 style="max-width: \2"', text, count=1)
 
 
-def verdict_badge(verdict: str) -> str:
-    """A coloured verdict badge."""
-    css = {"pass": "v-pass", "fail": "v-fail", "error": "v-fail"}.get(verdict, "v-na")
-    return f"<span class='verdict {css}'>{esc(verdict)}</span>"
-
-
-def definitions(pairs: list[tuple[str, str]]) -> str:
-    """Key/value pairs as a definition list."""
-    return "<dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs) + "</dl>"
-
-
-def figures_html(paths: list[Path], extra: dict[str, str] | None = None,
-                 base: str = "figures") -> str:
-    """The SVG figures, embedded, with captions and links to the PNGs.
+def figure_items(paths: list[Path], extra: dict[str, str] | None = None,
+                 base: str = "figures") -> list[dict[str, Any]]:
+    """The SVG figures to embed, each with its caption and its PNG's link (or None).
 
     ``extra`` holds plugin figures' captions by file stem; ``base`` is the
-    figures' folder relative to the page.
+    figures' folder relative to the page. The SVG is markup (matplotlib's own
+    output, its text already escaped); caption and link are escaped by the page.
     """
-    captions = {
-        "throughput": "Throughput of each flow at each receiver (shaded: warm-up, "
-                      "not measured).",
-        "references": "Paper (grey) versus measured (coloured by verdict); the yellow band "
-                      "is the accepted range.",
-        "links": "Per link direction: sending rate, queue length and drops per second "
-                 "(the busiest directions; idle ones and ACK paths are left out).",
-    }
-    captions.update(extra or {})
-    out = []
-    for path in paths:
-        if path.suffix != ".svg":
-            continue
-        png = (f" <a href='{esc(base)}/{esc(path.stem)}.png'>PNG</a>"
-               if path.with_suffix(".png").is_file() else "")
-        out.append(f"<figure>{inline_svg(path)}<figcaption>{esc(captions.get(path.stem, ''))}"
-                   f"{png}</figcaption></figure>")
-    return "".join(out)
+    captions = {**CAPTIONS, **(extra or {})}
+    return [{"svg": Markup(inline_svg(path)), "caption": captions.get(path.stem, ""),
+             "png": (f"{base}/{path.stem}.png" if path.with_suffix(".png").is_file()
+                     else None)}
+            for path in paths if path.suffix == ".svg"]

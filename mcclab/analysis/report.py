@@ -3,21 +3,21 @@
 The page has no scripts and loads nothing: styles are inline and the figures'
 SVGs are embedded, so it opens the same from a laptop, a CI artifact or an
 email, years later. Building a report also writes ``summary.json`` and the
-figures, from the folder alone.
+figures, from the folder alone. The functions here gather the values; the HTML
+is ``templates/report.html.j2``, rendered with every value escaped.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from mcclab.analysis import metrics
-from mcclab.analysis.captures import capture_section
+from mcclab.analysis.captures import capture_timelines
 from mcclab.analysis.figures import write_figures
-from mcclab.analysis.page import CSS, definitions, esc, figures_html, verdict_badge
+from mcclab.analysis.page import figure_items, render_page
 from mcclab.analysis.results import Run, load_run
 from mcclab.analysis.stalls import allowed
 from mcclab.analysis.stalls import describe as describe_stalls
@@ -28,19 +28,14 @@ from mcclab.analysis.summary import (
     format_value,
     summarise,
 )
-from mcclab.experiment.tcp_models import reading_label
+from mcclab.model.tcp_models import reading_label
 
 
-def _keep_units(text: str) -> str:
-    """Escape, and glue units to their numbers so '60 %' never breaks across lines."""
-    return re.sub(r" (%|[kMG]?bit/s)", r"&nbsp;\1", esc(text))
-
-
-def _banner(run: Run) -> str:
-    """The status banner of a run that did not complete ('' when it did)."""
+def _banner(run: Run) -> dict[str, Any] | None:
+    """The status banner of a run that did not complete (None when it did)."""
     info = run.info
     if info.status == "complete":
-        return ""
+        return None
     elapsed = "?" if info.elapsed_s is None else f"{info.elapsed_s:g}"
     what = {"interrupted": "This run was interrupted",
             "failed": "This run failed",
@@ -55,37 +50,28 @@ def _banner(run: Run) -> str:
     else:
         detail = (f"It ran {elapsed} s of the planned {info.duration_s:g} s and stopped "
                   f"before the {info.warmup_s:g}-s warm-up ended, so nothing was measured.")
-    error = f"<span class='detail'>Error: {esc(info.error)}</span>" if info.error else ""
-    return (f"<div class='banner {info.status}' role='alert'>{what}."
-            f"<span class='detail'>{esc(detail)}</span>{error}</div>")
+    return {"status": info.status, "what": what, "detail": detail, "error": info.error}
 
 
 def _stalls_banner(summary: Summary) -> str:
-    """The banner of a run whose agents did not get the CPU ('' when they did)."""
+    """Why the agents' results are not the protocol's ('' when the agents got the CPU)."""
     stalls = summary.agent_stalls
     if stalls is None or not stalls.overloaded:
         return ""
-    return (f"<div class='banner overloaded' role='alert'>The agents stalled: the results "
-            f"below are not the protocol's.<span class='detail'>{esc(describe_stalls(stalls))}"
-            f"</span></div>")
+    return describe_stalls(stalls)
 
 
-def _agent_stalls(summary: Summary) -> str:
-    """A table of each agent's stalled seconds in the window, or why there is none."""
+def _agent_stalls(summary: Summary) -> dict[str, Any] | None:
+    """Each agent's stalled seconds in the window, and the thresholds (None: not recorded)."""
     stalls = summary.agent_stalls
     if stalls is None:
-        return "<p>Not recorded (no tables/agents.csv).</p>"
-    rows = "".join(
-        f"<tr><td>{esc(a.flow)}</td><td>{esc(a.role)}</td><td>{esc(a.node)}</td>"
-        f"<td class='num'>{a.stalled} of {a.seconds}</td>"
-        f"<td class='num'>{'–' if a.worst_late_ms is None else f'{a.worst_late_ms:.1f}'}</td>"
-        f"<td>{'over the limit' if a.stalled > allowed(a.seconds) else 'ok'}</td></tr>"
-        for a in stalls.agents)
-    return (f"<p class='why'>A second is stalled when the agent's timers ran "
-            f"{stalls.late_ms:g} ms or more late in it, or it wrote no record for over "
-            f"{stalls.silent_s:g} s.</p><table><tr><th>flow</th><th>role</th><th>node</th>"
-            f"<th class='num'>stalled seconds</th><th class='num'>latest timer (ms)</th>"
-            f"<th></th></tr>{rows}</table>")
+        return None
+    rows = [{"flow": a.flow, "role": a.role, "node": a.node,
+             "stalled": f"{a.stalled} of {a.seconds}",
+             "late": "–" if a.worst_late_ms is None else f"{a.worst_late_ms:.1f}",
+             "verdict": "over the limit" if a.stalled > allowed(a.seconds) else "ok"}
+            for a in stalls.agents]
+    return {"late_ms": f"{stalls.late_ms:g}", "silent_s": f"{stalls.silent_s:g}", "rows": rows}
 
 
 def _window(run: Run) -> str:
@@ -94,70 +80,50 @@ def _window(run: Run) -> str:
     return f"{start:g}–{end:g} s" if end > start else f"empty (warm-up {start:g} s not reached)"
 
 
-MARGINAL_BADGE = "<span class='marginal'>marginal</span>"
-
-
 def _tcp_reading(run: Run) -> str:
-    """Which TCP the run's TCP flows ran: the paper's model (the verdict) or a second reading."""
+    """Which TCP the run's TCP flows ran: the paper's model (the verdict) or a second reading.
+
+    '' when the run named no TCP model.
+    """
     name = (run.spec.tcp or {}).get("model")
-    label = reading_label(name if isinstance(name, str) else None)
-    return f"<p><strong>TCP:</strong> {esc(label)} (docs/tcp-models.md)</p>" if label else ""
+    return reading_label(name if isinstance(name, str) else None)
 
 
-def _quantities(summary: Summary) -> str:
-    """The paper-versus-measured table with its verdict counts."""
+def _quantities(summary: Summary) -> dict[str, Any] | None:
+    """The paper-versus-measured rows and their verdict counts (None: the spec lists none)."""
     if not summary.quantities:
-        return "<p>The spec lists no reference quantities.</p>"
+        return None
     counts = summary.counts()
     start, end = summary.window
     window = f"over the window {start:g}–{end:g} s" if end > start else "no measurement window"
-    errors = f", {counts['error']} error" if counts["error"] else ""
-    marginal = sum(q.marginal for q in summary.quantities)
-    marginal_note = (f" ({marginal} marginal: within 10 % of the band's edge)"
-                     if marginal else "")
-    head = (f"<p class='counts'>{counts['pass']} pass, {counts['fail']} fail, "
-            f"{counts['n/a']} n/a{errors}{marginal_note}; {window}.</p>")
-    rows = []
-    for q in summary.quantities:
-        rows.append(
-            f"<tr><td>{esc(q.label)}<div class='why'>{esc(q.kind)}"
-            f"{' · ' + esc(q.source) if q.source else ''}</div></td>"
-            f"<td class='num'>{esc(format_value(q.kind, q.paper, q.unit))}</td>"
-            f"<td class='num'>{esc(format_value(q.kind, q.measured, q.unit))}</td>"
-            f"<td class='num'>{esc(format_criterion(q))}</td>"
-            f"<td>{verdict_badge(q.verdict)}{MARGINAL_BADGE if q.marginal else ''}</td>"
-            f"<td class='why'>{_keep_units(q.note)}</td></tr>")
-    widths = "".join(f"<col style='width: {w}%'>" for w in (27, 10, 11, 12, 8, 32))
-    return (head + f"<table><colgroup>{widths}</colgroup>"
-            "<thead><tr><th>quantity</th><th class='num'>paper</th>"
-            "<th class='num'>measured</th><th class='num'>tolerance</th><th>verdict</th>"
-            "<th>why</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
+    head = {"pass": counts["pass"], "fail": counts["fail"], "na": counts["n/a"],
+            "error": counts["error"], "marginal": sum(q.marginal for q in summary.quantities),
+            "window": window}
+    rows = [{"label": q.label, "kind": q.kind, "source": q.source,
+             "paper": format_value(q.kind, q.paper, q.unit),
+             "measured": format_value(q.kind, q.measured, q.unit),
+             "criterion": format_criterion(q), "verdict": q.verdict, "marginal": q.marginal,
+             "note": q.note}
+            for q in summary.quantities]
+    return {"counts": head, "rows": rows}
 
 
-def _flows(run: Run) -> str:
-    """Per flow and receiver: throughput, loss and convergence."""
+def _flows(run: Run) -> list[dict[str, str]] | None:
+    """Per flow and receiver: throughput, loss and convergence (None: no measurements)."""
     table, window = run.per_second, run.window
     if table.empty:
-        return "<p>No per-second measurements were recorded.</p>"
+        return None
     rows = []
     for (flow, node), part in table.groupby(["flow", "node"], sort=False):
         rate = metrics.throughput(table, flow, window, node)
         loss = metrics.flow_loss(table, flow, window, node)
         series = part.groupby("t")["throughput_bps"].sum()
         conv = metrics.convergence_time(series, band=0.1, smooth=5)
-        rows.append(
-            f"<tr><td>{esc(flow)}</td><td>{esc(run.flow_type(flow))}</td><td>{esc(node)}</td>"
-            f"<td class='num'>{esc(format_rate(rate) if math.isfinite(rate) else '–')}</td>"
-            f"<td class='num'>{esc(format_value('loss', loss))}</td>"
-            f"<td class='num'>{'–' if math.isnan(conv) else f'{conv:g} s'}</td></tr>")
-    return ("<table><thead><tr><th>flow</th><th>type</th><th>receiver</th>"
-            "<th class='num'>mean throughput</th><th class='num'>loss</th>"
-            "<th class='num'>settled from</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table><p class='why'>Throughput and loss over the "
-            "measurement window. <em>Settled from</em>: the time after which the 5-s moving "
-            "average stays within ±10 % of its mean over the last quarter of the run "
-            "(see docs/results.md).</p>")
+        rows.append({"flow": flow, "type": run.flow_type(flow), "node": node,
+                     "rate": format_rate(rate) if math.isfinite(rate) else "–",
+                     "loss": format_value("loss", loss),
+                     "settled": "–" if math.isnan(conv) else f"{conv:g} s"})
+    return rows
 
 
 def _flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -172,7 +138,7 @@ def _flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix, ", ".join(map(str, data)) if isinstance(data, list) else str(data))]
 
 
-def _run_details(run: Run) -> str:
+def _run_details(run: Run) -> list[tuple[str, str]]:
     """Timings, profile and scaling rule of the run."""
     info = run.info
     pairs = [("status", info.status), ("profile", info.profile or "–"),
@@ -183,44 +149,25 @@ def _run_details(run: Run) -> str:
              ("started", str(info.started or "–")), ("ended", str(info.ended or "–"))]
     if info.error:
         pairs.append(("error", info.error))
-    return definitions(pairs)
+    return pairs
 
 
 def render(run: Run, summary: Summary, figures: list[Path],
            captions: dict[str, str] | None = None) -> str:
-    """The report page as a string."""
+    """The report page as a string (templates/report.html.j2, every value escaped)."""
     spec, info = run.spec, run.info
-    notes = "".join(f"<li>{esc(n)}</li>" for n in run.notes)
-    title = f"{spec.name or info.experiment} — {info.run_id}"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{esc(title)}</title><style>{CSS}</style></head>
-<body><main>
-<h1>{esc(spec.name or info.experiment)}</h1>
-<p class="sub">run <strong>{esc(info.run_id)}</strong> · profile {esc(info.profile or '–')} ·
-<span class="status-{esc(info.status)}">{esc(info.status)}</span></p>
-{_banner(run)}
-{_stalls_banner(summary)}
-<p>{esc(spec.description)}</p>
-<p><strong>Paper:</strong> {esc(spec.reference or '–')}</p>
-{_tcp_reading(run)}
-{f'<ul class="notes">{notes}</ul>' if notes else ''}
-<h2>Paper versus measured</h2>
-{_quantities(summary)}
-<h2>Figures</h2>
-{figures_html(figures, captions)}
-<h2>Flows</h2>
-{_flows(run)}
-{capture_section(run.path)}
-<h2>Run</h2>
-{_run_details(run)}
-<h3>Did the agents get the CPU?</h3>
-{_agent_stalls(summary)}
-<h2>Environment</h2>
-{definitions(_flatten(run.env)) if run.env else '<p>Not recorded.</p>'}
-</main></body></html>
-"""
+    return render_page(
+        "report.html.j2",
+        title=f"{spec.name or info.experiment} — {info.run_id}",
+        heading=spec.name or info.experiment, run_id=info.run_id,
+        profile=info.profile or "–", status=info.status,
+        banner=_banner(run), stalls_banner=_stalls_banner(summary),
+        description=spec.description, reference=spec.reference or "–",
+        tcp=_tcp_reading(run), notes=run.notes, quantities=_quantities(summary),
+        figure_items=figure_items(figures, captions), flows=_flows(run),
+        captures=capture_timelines(run.path), details=_run_details(run),
+        agent_stalls=_agent_stalls(summary),
+        environment=_flatten(run.env) if run.env else None)
 
 
 def build_report(folder: Path | str) -> Path:

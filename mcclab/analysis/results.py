@@ -23,9 +23,14 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mcclab.analysis.metrics import Window
-from mcclab.experiment.quantities import REFERENCE_KINDS, FigureRef, Reference, ip_bits_problem
-from mcclab.experiment.spec import plugin_arg_flows
 from mcclab.model.loader import SpecError, field_path, read_yaml
+from mcclab.model.quantities import (
+    REFERENCE_KINDS,
+    FigureRef,
+    Reference,
+    ip_bits_problem,
+    plugin_arg_flows,
+)
 from mcclab.resultsdir import (
     AGENT_COLUMNS,
     AGENTS_CSV,

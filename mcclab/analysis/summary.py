@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 from mcclab.analysis import metrics, plugins
 from mcclab.analysis.results import Run, Status
 from mcclab.analysis.stalls import Stalls, agent_hosts, assess
-from mcclab.experiment.quantities import (
+from mcclab.model.quantities import (
     Fairness,
     Loss,
     MeasureRef,

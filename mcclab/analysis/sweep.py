@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcclab.analysis.results import Run, RunError, load_run
 from mcclab.analysis.summary import Summary, summarise
-from mcclab.experiment.quantities import FigureRef
 from mcclab.model.loader import SpecError, field_path
+from mcclab.model.quantities import FigureRef
 from mcclab.resultsdir import SWEEP_JSON
 
 CSV_COLUMNS = ["run", "status", "overloaded", "label", "kind", "unit", "paper", "measured",

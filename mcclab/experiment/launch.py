@@ -26,8 +26,8 @@ from mcclab.experiment.spec import (
     carries_tcp,
     tcp_model,
 )
-from mcclab.experiment.tcp_models import host_sysctls
 from mcclab.model.addressing import AddressPlan
+from mcclab.model.tcp_models import host_sysctls
 from mcclab.net.node_config import netns_name
 from mcclab.net.tcp_window import clamp_cmds
 

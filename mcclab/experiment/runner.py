@@ -161,6 +161,11 @@ class RunOptions:
     started: Callable[[Path], None] = lambda path: None
     # Builds the lab (the real one by default; tests pass a fake).
     lab: Callable[[Topology, LabOptions], Lab] = Lab
+    # Builds summary.json, the figures and report.html from the finished folder
+    # (``mcclab run`` passes mcclab.analysis.report.build_report). Injected, because
+    # the runner writes results folders and the analysis only reads them: neither
+    # package imports the other. None leaves the report to ``mcclab report``.
+    analyse: Callable[[Path], object] | None = None
 
 
 @dataclass
@@ -182,6 +187,7 @@ class RunState:
     agents: dict[str, Any] = field(default_factory=lambda: {"mode": "process"})  # run.json's
     stop: Stopper = field(default_factory=Stopper)
     runner: dict[str, Any] = field(default_factory=runner_identity)
+    analyse: Callable[[Path], object] | None = None  # RunOptions.analyse
 
 
 @dataclass
@@ -492,7 +498,8 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
     (run_dir / "logs").mkdir()
     (run_dir / "tables").mkdir()
     (run_dir / "sessions").mkdir()
-    st = RunState(run_dir, started=datetime.now(UTC).isoformat(), stop=stop)
+    st = RunState(run_dir, started=datetime.now(UTC).isoformat(), stop=stop,
+                  analyse=options.analyse)
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(
         res.experiment.model_dump(mode="json"), sort_keys=False))
     (run_dir / "topology.yaml").write_text(yaml.safe_dump(
@@ -662,7 +669,7 @@ def _finish(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None) -> Non
         try:
             st.stop.enter("analysis")
             st.stop.checkpoint("analysis")
-            _analyse(run_dir)
+            _analyse(run_dir, st.analyse)
         except Interrupted:
             # The data and the record are complete; `mcclab report` builds the rest.
             _settle(st)
@@ -714,15 +721,15 @@ def _write_tables(res: Resolved, st: RunState, lp: LaunchPlan) -> None:
         st.links.close()
 
 
-def _analyse(run_dir: Path) -> None:
-    """Summary, figures and report from the folder alone (mcclab.analysis).
+def _analyse(run_dir: Path, analyse: Callable[[Path], object] | None) -> None:
+    """Summary, figures and report from the folder alone, by the injected ``analyse``.
 
     A failing analysis must not hide the run: the data are written already and
     `mcclab report` can rebuild once the problem is fixed.
     """
-    from mcclab.analysis.report import build_report
-
+    if analyse is None:
+        return
     try:
-        build_report(run_dir)
+        analyse(run_dir)
     except Exception as exc:  # noqa: BLE001 - reported, never fatal to the run record
         (run_dir / "analysis-error.txt").write_text(f"{type(exc).__name__}: {exc}\n")

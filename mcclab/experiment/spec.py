@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from mcclab.experiment.quantities import FigureRef, Reference, ip_bits_problem
-from mcclab.experiment.tcp_models import CongestionControl, TcpModel, Window, model
+from mcclab.model.quantities import FigureRef, Reference, ip_bits_problem, plugin_arg_flows
+from mcclab.model.tcp_models import CongestionControl, TcpModel, Window, model
 from mcclab.model.topology import (
     IgmpSettings,
     LinkOverride,
@@ -407,20 +407,6 @@ def _flows_of(ref: Any) -> list[str]:
             out.append(getattr(ref, attr))
     out += list(getattr(ref, "flows", []) or []) + list(getattr(ref, "of_flows", []) or [])
     return out + [name for _, name in plugin_arg_flows(ref)]
-
-
-def plugin_arg_flows(ref: Any) -> list[tuple[str, str]]:
-    """(field, flow) pairs a measure names in its ``args``: by convention ``flow`` and ``flows``.
-
-    Measures may take flows under other names too; only these two are checked.
-    """
-    args = getattr(ref, "args", None) or {}
-    out = []
-    if isinstance(args.get("flow"), str):
-        out.append(("args.flow", args["flow"]))
-    if isinstance(args.get("flows"), list):
-        out += [(f"args.flows[{j}]", f) for j, f in enumerate(args["flows"]) if isinstance(f, str)]
-    return out
 
 
 def flow_nodes(flow: Any) -> list[str]:

@@ -4,8 +4,9 @@ Each point is the experiment resolved with the profile, the command line's
 ``--set`` and then the point's values, run by the ordinary runner into its
 own run folder. The sweep's folder ``results/<exp>/sweep-<id>/`` records the
 points (``sweep.json``, rewritten after every run, so even a killed sweep
-leaves a readable record); the analysis then writes ``sweep.csv``, the sweep
-figures and ``report.html`` (:mod:`mcclab.analysis.sweep_report`).
+leaves a readable record); the report builder the caller passes
+(:attr:`SweepOptions.report`; ``mcclab sweep`` passes the analysis') then writes
+``sweep.csv``, the sweep figures and ``report.html``.
 
 Ctrl-C (or SIGTERM) stops the sweep: the current run is torn down and
 recorded as interrupted by the runner, no further point is started, and the
@@ -42,6 +43,11 @@ class SweepOptions:
     # The ordinary runner by default; tests pass a fake that writes a synthetic run.
     execute: Callable[[Resolved, Any], Path] | None = None
     sets: list[str] = field(default_factory=list)
+    # Writes sweep.csv, the figures and report.html from the sweep folder once the
+    # runs are done (``mcclab sweep`` passes
+    # mcclab.analysis.sweep_report.build_sweep_report; this package does not import
+    # the analysis). None leaves the report to ``mcclab report``.
+    report: Callable[[Path], object] | None = None
 
 
 def new_sweep_dir(results: Path, experiment: str) -> Path:
@@ -107,8 +113,6 @@ def _status_of(run_dir: Path | None) -> str:
 
 def run_sweep(name_or_path: str, sweep: str, profile: str, options: SweepOptions) -> Path:
     """Run every point of a sweep and write the sweep folder; return its path."""
-    from mcclab.analysis.sweep_report import build_sweep_report
-
     base, points = plan(name_or_path, sweep, profile, options.sets)
     execute = options.execute
     if execute is None:
@@ -160,8 +164,10 @@ def run_sweep(name_or_path: str, sweep: str, profile: str, options: SweepOptions
                 break
     record["status"], record["ended"] = status, datetime.now(UTC).isoformat()
     write_json_atomic(folder / "sweep.json", record)
+    if options.report is None:
+        return folder
     try:
-        build_sweep_report(folder)
+        options.report(folder)
     except Exception as exc:  # noqa: BLE001 - the record stands; `mcclab report` can rebuild
         (folder / "analysis-error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
     return folder

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mcclab.labs.checks import CheckFn, LabContext, Verdict
 from mcclab.labs.model import LabSpec
 
@@ -98,8 +96,3 @@ def answers_template(spec: LabSpec, example: Path | None) -> str:
     ]
     lines += [f"{q.id}:   # {q.text}" for q in spec.questions if q.checked]
     return "\n".join(lines) + "\n"
-
-
-def dump_yaml(data: Mapping[str, Any]) -> str:
-    """YAML for an answers file (keys in order)."""
-    return yaml.safe_dump(dict(data), sort_keys=False)

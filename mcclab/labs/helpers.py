@@ -66,14 +66,6 @@ def neighbour(plan: AddressPlan, node: str, answer: Any) -> str | None:
     return None
 
 
-def iface_peer(plan: AddressPlan, node: str, ifname: str) -> str | None:
-    """The node at the other end of ``node``'s interface ``ifname``."""
-    for iface in plan.interfaces[node]:
-        if iface.name == ifname:
-            return iface.peer
-    return None
-
-
 def captured(ctx: LabContext) -> list[tuple[Path, list[Message]]]:
     """Every pcap of the lab with its IGMP and PIM messages (unreadable ones skipped)."""
     out = []

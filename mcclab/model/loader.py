@@ -113,7 +113,7 @@ def _problems(exc: ValidationError) -> list[tuple[str, str]]:
     for err in exc.errors(include_url=False):
         field, reason = field_path(err["loc"]), err["msg"]
         if err["type"] == "extra_forbidden":
-            reason = "unknown key (check the spelling; see the JSON Schema)"
+            reason = "unknown key (check the spelling; see the JSON Schema in schema/)"
         # Cross-field checks run on the whole model and name the field in their
         # message ("links[1].endpoints: unknown node"); lift it into the path.
         inner = _INNER_PATH.match(reason)

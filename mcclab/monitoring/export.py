@@ -13,8 +13,8 @@ the dashboards show the run again, as they did live.
 
 It is gzipped because the labels repeat on every row: a 300-s run of 73
 agents wrote 242 MB of plain CSV, 91 MB for 120 s; gzip takes the 91 MB to
-2.8 MB in under a second. Runs before 25 Nov 2026 have a plain
-``tables/metrics.csv``, which :func:`metrics_path` still finds.
+2.8 MB in under a second. Run folders written by older versions of mcclab hold
+a plain ``tables/metrics.csv``, which :func:`metrics_path` still finds.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ CONFIGS = Path("logs") / "monitoring"
 
 
 def metrics_path(run_dir: Path) -> Path:
-    """A run's series file: the gzipped one, or a plain one written before 25 Nov 2026."""
+    """A run's series file: the gzipped one, or the plain one of an older run folder."""
     legacy = run_dir / LEGACY_METRICS_CSV
     return legacy if legacy.exists() and not (run_dir / METRICS_CSV).exists() \
         else run_dir / METRICS_CSV

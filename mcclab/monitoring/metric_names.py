@@ -18,12 +18,6 @@ series carries at least :data:`COMMON_LABELS`. Series that belong to no flow
 :func:`core_gauges` from the protocols the registry discovers;
 ``tests/unit/test_monitoring_contract.py`` checks that every core exports exactly
 what its protocol declares.
-
-**Pending metrics.** A protocol whose dashboards exist before its agent lists
-its gauges in :data:`PENDING_CORE_GAUGES` (and runtime counters it needs in
-:data:`PENDING_RUNTIME`): the contract its core must honour when it lands. Once
-the protocol's package exposes a SPEC, its entry must leave
-:data:`PENDING_CORE_GAUGES`; the contract test fails until it has.
 """
 
 from __future__ import annotations
@@ -77,7 +71,7 @@ class ProtocolGauges:
         return list(out.values())
 
 
-# --- agent runtime (exists: agents/runtime/metrics.py) ----------------------------------
+# --- agent runtime (agents/runtime/metrics.py) -------------------------------------------
 
 RUNTIME: tuple[MetricDef, ...] = (
     MetricDef(PREFIX + "packets_sent_total", "counter", "Packets sent", (), ("sender",)),
@@ -110,10 +104,9 @@ RUNTIME: tuple[MetricDef, ...] = (
               "Well-formed unicast feedback datagrams received", (), ("sender", "receiver")),
 )
 
-# Runtime counters the dashboards need that the runtime does not export yet.
-PENDING_RUNTIME: tuple[MetricDef, ...] = ()
 
 # --- protocol cores ------------------------------------------------------------------------
+
 
 def core_gauges() -> dict[str, ProtocolGauges]:
     """The gauges of every registered protocol, as each declares them in its own package
@@ -126,12 +119,8 @@ def core_gauges() -> dict[str, ProtocolGauges]:
     return {name: ProtocolGauges(name, dict(spec.sender_gauges), dict(spec.receiver_gauges))
             for name, spec in protocols().items()}
 
-# Protocols without an agent yet: THE CONTRACT their cores must export. Every
-# gauge is a plain number, refreshed at least once a second through metrics().
-PENDING_CORE_GAUGES: dict[str, ProtocolGauges] = {
-}
 
-# --- router and link exporter (exists: mcclab/monitoring/exporter.py) -------------------
+# --- router and link exporter (mcclab/monitoring/exporter.py) ---------------------------
 
 LINK = ("link", "src", "dst")
 EXPORTER: tuple[MetricDef, ...] = (
@@ -192,31 +181,14 @@ def core_metrics(table: dict[str, ProtocolGauges]) -> list[MetricDef]:
 
 
 def available() -> dict[str, MetricDef]:
-    """Every metric some exporter or agent defines today, by name."""
+    """Every metric some exporter or agent defines, by name."""
     defs = [*RUNTIME, *core_metrics(core_gauges()), *EXPORTER, *PROMETHEUS]
     return {m.name: m for m in defs}
 
 
-def pending() -> dict[str, MetricDef]:
-    """Metrics the dashboards expect that nothing exports yet, by name.
-
-    A name a registered core already exports (e.g. ``subscription_level``) is
-    available, not pending, even if a pending protocol lists it too; the
-    dashboards then tell the protocols apart by the ``protocol`` label.
-    """
-    ready = available()
-    defs = [*PENDING_RUNTIME, *core_metrics(PENDING_CORE_GAUGES)]
-    return {m.name: m for m in defs if m.name not in ready}
-
-
-def pending_protocols() -> list[str]:
-    """Protocols whose dashboards cannot show data until their agent lands."""
-    return sorted(PENDING_CORE_GAUGES)
-
-
 def labels_of(name: str) -> set[str]:
     """Every label a series of metric ``name`` may carry (target labels included)."""
-    m = available().get(name) or pending().get(name)
+    m = available().get(name)
     if m is None:
         raise KeyError(name)
     return set(TARGET_LABELS) | set(m.labels)

@@ -441,10 +441,6 @@ class Probe:
         """Datagrams sent but never received."""
         return self.count - len(set(self.seq))
 
-    def owd_ms(self) -> list[float]:
-        """One-way delays in ms."""
-        return [(r - s) / 1e6 for r, s in zip(self.recv_ns, self.sent_ns, strict=True)]
-
 
 def probe(lab: Lab, src: str, dst: str, count: int, size: int = 1000, pps: float = 0.0,
           idle: float = 2.0) -> Probe:

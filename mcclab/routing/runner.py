@@ -22,8 +22,8 @@ from mcclab.model.addressing import AddressPlan
 from mcclab.model.topology import Topology
 from mcclab.net.node_config import netns_name
 from mcclab.processes import spawn
-from mcclab.routing.common import DaemonPlan, RouterSpec
-from mcclab.routing.plan import daemon_plan, router_spec
+from mcclab.routing.common import DaemonPlan
+from mcclab.routing.plan import daemon_plan
 from mcclab.state import LabState, TrackedProcess
 
 POLL_INTERVAL = 0.05
@@ -83,10 +83,6 @@ class RouterSet:
                              f"{plan.backend} {node}")
                 self.procs[node].append((proc, log))
             progress("starting routers", i, len(routers))
-
-    def _spec(self, node: str) -> RouterSpec:
-        """The planner input for a router (recomputed; it is cheap and pure)."""
-        return router_spec(self.topo, self.plan, node, self.node_dir(node))
 
     def _wait_for_path(self, path: Path, node: str, timeout: float = 10.0) -> None:
         """Poll until a daemon has created its socket."""

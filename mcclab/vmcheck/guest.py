@@ -21,8 +21,8 @@ VENV_PY = "/opt/mcclab/venv/bin/python"
 RESULTS = f"{GUEST_REPO}/results"
 VM_RESULTS = f"{RESULTS}/vm-check"
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
-# CPU work in the guest runs about 10x slower than on the host (TCG; measured in
-# the issue's trial and again by the check's step times): readiness waits inside
+# CPU work in the guest runs about 10x slower than on the host (TCG; measured by a
+# trial run and by the check's step times): readiness waits inside
 # the checks are stretched by that factor (mcclab.slowdown), their targets are not.
 TIMEOUT_SCALE = 10
 # PYTHONFAULTHANDLER: a crash in native code (the quick run once died of SIGSEGV
@@ -245,9 +245,3 @@ def checks(fidelity_args: list[str]) -> list[Check]:
 def pack_results() -> str:
     """Guest side of bringing the results back: a tar of /vagrant/results on stdout."""
     return f"sudo tar -c -C {shlex.quote(GUEST_REPO)} results"
-
-
-def guest_facts() -> str:
-    """What the report records about the guest."""
-    return ("uname -r; nproc; "
-            "lsmod | grep -cE '^(sch_netem|sch_red|openvswitch) ' || true")

@@ -88,10 +88,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class QemuError(RuntimeError):
-    """The VM could not be started or exited unexpectedly."""
-
-
 def tail(path: Path, lines: int = 25) -> str:
     """The last lines of a file, for error messages."""
     try:

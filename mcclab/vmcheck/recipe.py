@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-# debootstrap's default variant (required + important) plus what the issue names;
+# debootstrap's default variant (required + important) plus a kernel, a boot loader,
+# SSH, sudo, Python and CA certificates;
 # rsync because the Debian Vagrant boxes ship it (Vagrant's rsync synced folder needs
 # it in the guest before any provisioner runs; the Vagrant check boots this image).
 PACKAGES = ("linux-image-amd64", "grub-pc", "openssh-server", "sudo", "python3",

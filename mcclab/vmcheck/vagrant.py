@@ -29,11 +29,12 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from mcclab.vmcheck import guest, nsnet, vagrantbox
+from mcclab.vmcheck import guest, nsnet, vagrantbox, vagrantlabs
 from mcclab.vmcheck.procs import CommandFailed, priority_prefix, run_logged
 from mcclab.vmcheck.qemu import kill_group
 from mcclab.vmcheck.run import HOST_TOOLS, REPO, Check, Options, console, summary_table
@@ -397,6 +398,64 @@ class VagrantCheck:
         shutil.copytree(folder, self.out / "host-results" / folder.name)
         return found
 
+    def vagrant_ssh(self, command: str, log: str, timeout: float, what: str,
+                    stdout_to: IO[bytes] | None = None) -> tuple[int, str]:
+        """``vagrant ssh -c COMMAND`` from the checkout copy, as a user types it."""
+        return run_logged(self.ns(vagrantlabs.vagrant_ssh_argv(command)), self.chk.log(log),
+                          timeout, self.chk.status(what), stdout_to=stdout_to,
+                          env=self.env | {"PWD": str(self.checkout)}, cwd=self.checkout)
+
+    def copy_labs_back(self) -> int:
+        """docs/teaching.md's tar of ``results/labs`` through ``vagrant ssh -c``, unpacked
+        into the checkout copy and the check's results; the number of files."""
+        tar = self.run_dir / "labs.tar"
+        guest_side, host_side = vagrantlabs.copy_back_argv()
+        with tar.open("wb") as f:
+            rc_, _ = self.vagrant_ssh(guest_side[-1], "labs-copy", 1800, "copy labs back",
+                                      stdout_to=f)
+        if rc_ != 0:
+            raise CommandFailed(f"copying results/labs back: exit {rc_}")
+        for dest in (self.checkout, self.out / "host-results"):
+            dest.mkdir(parents=True, exist_ok=True)
+            with tar.open("rb") as f:
+                subprocess.run(host_side, stdin=f, cwd=dest, check=True, timeout=600)
+        tar.unlink()
+        return sum(1 for p in (self.out / "host-results" / "results" / "labs").rglob("*")
+                   if p.is_file())
+
+    def labs(self, numbers: list[int]) -> None:
+        """Each lab's student commands in the VM, one step each (``--labs``)."""
+        scale = guest.TIMEOUT_SCALE
+        for number in numbers:
+            name, steps = vagrantlabs.lab_steps(number, self.checkout / "labs", self.checkout)
+            for lab_step in steps:
+                if lab_step.label == "reset":
+                    # The work folder goes home before reset clears it (answers stay).
+                    with self.chk.step(f"lab {number}: work folder to the host") as st:
+                        try:
+                            st.note = f"{self.copy_labs_back()} files under results/labs"
+                        except (CommandFailed, subprocess.SubprocessError, OSError) as exc:
+                            # recorded; the lab's reset and the next labs still run
+                            st.ok, st.note = False, str(exc)[:200]
+                with self.chk.step(f"lab {number}: {lab_step.title}") as st:
+                    log = f"lab-{name}-{lab_step.label.replace(' ', '-')}"
+                    rc_, output = self.vagrant_ssh(
+                        vagrantlabs.student_shell(lab_step.args, scale), log,
+                        lab_step.timeout, f"lab {number} {lab_step.label}")
+                    st.note = f"exit {rc_}"
+                    if lab_step.label.startswith("check"):
+                        doc = vagrantlabs.json_document(output)
+                        ok, note = vagrantlabs.check_verdict(
+                            doc, example=lab_step.label == "check example")
+                        self.findings[f"lab {number} {lab_step.label}"] = doc
+                        st.ok, st.note = ok and rc_ == 0, f"exit {rc_}, {note}"
+                    elif lab_step.label == "handout":
+                        m = re.search(r"handout: (\S+\.html)", output)
+                        st.ok = rc_ == 0 and m is not None
+                        st.note += f", {m.group(1)}" if m else ", no handout path"
+                    else:
+                        st.ok = rc_ == 0
+
     def destroy(self) -> None:
         """`vagrant destroy -f`, then the box's volume and the pool if the check made them."""
         if self.vagrant_up_done:
@@ -519,8 +578,12 @@ def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run(cache: Path, out: Path | None, cpus: int, memory_mb: int, rebuild: bool) -> int:
-    """The whole check; 0 only if every step passed and nothing was left behind."""
+def run(cache: Path, out: Path | None, cpus: int, memory_mb: int, rebuild: bool,
+        labs: list[int] | None = None) -> int:
+    """The whole check; 0 only if every step passed and nothing was left behind.
+
+    ``labs``: classroom labs to run in the VM after ``make experiment`` (vagrantlabs).
+    """
     if why := preflight():
         console.print(f"[red]{why}[/red]")
         return 2
@@ -583,6 +646,8 @@ def run(cache: Path, out: Path | None, cpus: int, memory_mb: int, rebuild: bool)
                                f"{live.get('run')}, isolation "
                                f"{'ok' if live.get('isolation_ok') else 'FAILED'}"
                                + (f", {live['error']}" if live.get("error") else ""))
+                if labs:
+                    vc.labs(labs)
             finally:
                 with chk.step("vagrant destroy -f, box volume and pool removed"):
                     vc.destroy()
@@ -627,9 +692,15 @@ def main(
     cpus: int = typer.Option(2, help="MCCLAB_VM_CPUS for the VM"),
     memory: int = typer.Option(4096, help="MCCLAB_VM_MEMORY (MiB) for the VM"),
     rebuild: bool = typer.Option(False, help="rebuild the cached image (cold run)"),
+    labs: str = typer.Option("", help="classroom labs to run in the VM after make experiment, "
+                             "as a student types them, e.g. 1,3 (docs/vagrant-check.md)"),
 ) -> None:
     """`vagrant up` and `make experiment` from this host, checked end to end."""
-    raise typer.Exit(run(cache, out, cpus, memory, rebuild))
+    try:
+        numbers = vagrantlabs.parse_labs(labs)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--labs") from None
+    raise typer.Exit(run(cache, out, cpus, memory, rebuild, numbers))
 
 
 if __name__ == "__main__":

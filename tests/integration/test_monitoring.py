@@ -9,9 +9,9 @@ tests watch it while it runs:
   policy route), no agent, exporter or Prometheus port answers on any address;
   from its control address, no other node's endpoint answers (port
   isolation); Prometheus and the exporter listen on loopback / the gateway only;
-* (a) panels return data: every PromQL expression of every dashboard panel,
-  run against the run's Prometheus, returns data, except the panels of
-  protocols that have no agent yet, which are listed as pending;
+* (a) panels return data: every PromQL expression of the shared dashboards and
+  of the run's own protocol's dashboard, run against the run's Prometheus,
+  returns data;
 * every stored series carries run, experiment, node, flow and protocol;
 * the run's Prometheus keeps its database on disk, in a folder the lab's record
   names (so ``mcclab clean`` removes it after a crash), and the end of the run
@@ -34,7 +34,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,10 +60,6 @@ DURATION = 25
 pytestmark = [pytest.mark.root, pytest.mark.timeout(120)]
 
 MCCLAB = [sys.executable, "-m", "mcclab"]
-
-
-class PendingPanels(UserWarning):
-    """Panels that cannot show data until their protocol's agent lands."""
 
 
 @dataclass
@@ -276,11 +271,6 @@ def test_metrics_endpoints_are_unreachable_from_the_experiment_network(live):
     assert _probe_all(control_jobs) == [[] for _ in hosts]
 
 
-def _pending(usage) -> bool:
-    return bool(usage.metrics & set(mn.pending())
-                or usage.label_values("protocol") & set(mn.pending_protocols()))
-
-
 def _run_protocols() -> set[str]:
     """The protocols the monitored run's multicast flows use."""
     from mcclab.experiment.loader import resolve
@@ -294,14 +284,11 @@ def test_every_dashboard_panel_returns_data_for_the_run(live):
     end = time.time()
     start = live.record["started"]
     ran = _run_protocols()
-    pending, other, empty, checked = [], [], [], 0
+    other, empty, checked = [], [], 0
     for board_name, text in generated().items():
         for title, ref, expr in queries(json.loads(text)):
             where = f"{board_name.removesuffix('.json')} / {title} / {ref}"
             usage = read(expr)
-            if _pending(usage):
-                pending.append(where)
-                continue
             if usage.label_values("protocol") - ran:  # another protocol's dashboard
                 other.append(where)
                 continue
@@ -310,17 +297,10 @@ def test_every_dashboard_panel_returns_data_for_the_run(live):
             checked += 1
             if not any(series["values"] for series in result):
                 empty.append(f"{where}: {promql}")
-    message = ("panels pending (their protocol has no agent yet; see "
-               "mcclab/monitoring/metric_names.py):\n  " + "\n  ".join(pending))
-    print(message)
-    warnings.warn(PendingPanels(message), stacklevel=1)
-    assert checked >= 20, checked  # overview and routers & links: 23 today
+    assert checked >= 20, checked  # the overview and network dashboards hold 23 queries
     assert not empty, "panels without data:\n" + "\n".join(empty)
     # The run's own protocol dashboard was checked; only other protocols' were left out.
     assert ran and not any(f"mcclab-{p}" in o for p in ran for o in other), other
-    # Pending are exactly the protocol dashboards' panels, nothing else.
-    assert {p.split(" / ")[0] for p in pending} == {
-        f"mcclab-{p}" for p in mn.pending_protocols()}
 
 
 def test_every_series_carries_the_common_labels(live):

@@ -193,7 +193,7 @@ def test_plugin_figures_in_report_and_failures_noted(tmp_path):
     page = build_report(folder).read_text()
     assert (folder / "figures" / "generic-rates.svg").is_file()
     assert (folder / "figures" / "generic-rates.png").is_file()
-    assert "Each flow&#x27;s rate (mean over its receivers) over time" in page
+    assert "Each flow&#39;s rate (mean over its receivers) over time" in page
     assert "figure unittest.broken failed: ValueError: cannot draw" in page
     assert "figure generic.gone left out: figure: unknown figure" in page
 

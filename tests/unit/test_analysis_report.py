@@ -41,7 +41,7 @@ def test_report_content(complete):
     assert "6.1.0-synthetic" in page and "backends.routing" in page  # environment
     assert "role='alert'" not in page                     # complete: no banner
     # the table: one row per reference, with tolerance, verdict and explanation
-    for text in ("WEBRC throughput", "±10 %", "[40 %, 60 %]", "Jain&#x27;s index",
+    for text in ("WEBRC throughput", "±10 %", "[40 %, 60 %]", "Jain&#39;s index",
                  "v-fail", "outside [0&nbsp;%, 0.5&nbsp;%]"):
         assert text in page, text
     assert page.count("<span class='verdict v-pass'>pass</span>") == 5
@@ -63,6 +63,31 @@ def test_inline_svg_scales_down_only(complete):
     assert svg.startswith("<svg") and "<?xml" not in svg
     assert re.match(r'<svg[^>]*style="max-width: [0-9.]+pt"', svg)
     assert 'viewBox="' in svg.split(">", 1)[0]
+
+
+HOSTILE = "<script>alert('x')</script>"
+
+
+def test_hostile_names_are_escaped_in_the_report(tmp_path):
+    # The page is a template with autoescape: a flow name, a label, a description
+    # or an error that holds markup shows as text and never runs.
+    flow = f"w{HOSTILE}"
+    folder = write_run(
+        tmp_path / "e" / "run", rows(flow, "multicast", "r1", 1e6, range(1, 61)),
+        references=[{"kind": "throughput", "label": "<img src=x onerror=alert(1)>",
+                     "flow": flow, "paper": "1Mbit", "tolerance": "10%",
+                     "source": "Fig. <b>9</b>"}],
+        spec={"description": f"A run by {HOSTILE} & co.", "reference": "<i>paper</i>"},
+        status="failed", error=f"lab {HOSTILE} failed", elapsed_s=40)
+    page = build_report(folder).read_text()
+    shown = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"
+    assert "<script" not in page and "<img" not in page and "<i>" not in page
+    assert f"<p>A run by {shown} &amp; co.</p>" in page                 # description
+    assert f"<td>w{shown}</td><td>multicast</td>" in page                # flow name
+    assert "<td>&lt;img src=x onerror=alert(1)&gt;<div class='why'>" in page  # label
+    assert "throughput · Fig. &lt;b&gt;9&lt;/b&gt;</div>" in page         # source
+    assert f"<span class='detail'>Error: lab {shown} failed</span>" in page   # banner
+    assert "<strong>Paper:</strong> &lt;i&gt;paper&lt;/i&gt;</p>" in page
 
 
 def test_interrupted_banner(tmp_path):

@@ -1,5 +1,6 @@
 """Dashboards as code: the committed JSON matches the code, and every panel refers only to
-metrics and labels that some exporter or agent defines, or that the contract declares pending.
+metrics and labels that some exporter or agent defines, and every protocol dashboard shows
+its own protocol only.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _all_queries():
                          ids=[f"{n}:{t}:{r}" for n, t, r, _ in _all_queries()])
 def test_panel_refers_only_to_defined_metrics_and_labels(name, title, ref, expr):
     usage = read(expr)
-    known = {**mn.available(), **mn.pending()}
+    known = mn.available()
     unknown = usage.metrics - set(known)
     assert not unknown, f"{name} / {title}: no exporter or agent defines {sorted(unknown)}"
     assert usage.metrics, f"{name} / {title}: no metric"
@@ -96,15 +97,41 @@ def test_a_made_up_metric_or_label_is_caught():
             "x", "t", "A", 'sum by (colour) (mcc_link_bytes_total{run="$run"})')
 
 
-def test_protocol_dashboards_are_pending_and_the_others_are_not():
-    """Which panels cannot show data yet is computed, and listed, from the contract."""
-    pending = set(mn.pending())
-    pending_protocols = set(mn.pending_protocols())
-    for name, board in BOARDS.items():
-        for title, _, expr in queries(board):
-            usage = read(expr)
-            is_pending = bool(usage.metrics & pending
-                              or usage.label_values("protocol") & pending_protocols)
-            protocol_board = name.removeprefix("mcclab-").removesuffix(".json") in \
-                pending_protocols
-            assert is_pending == protocol_board, (name, title)
+def _misplaced(name: str, board: dict) -> list[str]:
+    """Panels of ``board`` (file ``name``) that show the wrong protocol: on a protocol's
+    dashboard, a query must select that protocol and may read only the core gauges the
+    protocol declares; the shared dashboards select no protocol and read no core gauge."""
+    own = name.removeprefix("mcclab-").removesuffix(".json")
+    gauges = mn.core_gauges().get(own)
+    declared = {mn.PREFIX + g for g in {**gauges.sender, **gauges.receiver}} if gauges else set()
+    runtime = {m.name for m in mn.RUNTIME}
+    out = []
+    for title, ref, expr in queries(board):
+        usage = read(expr)
+        core = {m for m in usage.metrics if m.startswith(mn.PREFIX)} - runtime
+        selected = usage.label_values("protocol")
+        wanted = {own} if gauges else set()
+        if selected != wanted or not core <= declared:
+            out.append(f"{name} / {title} / {ref}: protocol {sorted(selected)}, "
+                       f"gauges not declared {sorted(core - declared)}")
+    return out
+
+
+def test_each_protocol_dashboard_shows_its_own_protocol_only():
+    assert [p for name, board in BOARDS.items() for p in _misplaced(name, board)] == []
+
+
+def test_a_panel_of_another_protocol_is_caught():
+    """The check above is not vacuous: a gauge or protocol of another dashboard fails it."""
+    def board(expr: str) -> dict:
+        return {"panels": [{"title": "t", "targets": [{"refId": "A", "expr": expr}]}]}
+
+    assert _misplaced("mcclab-webrc.json", board(
+        'mcc_agent_nwc{run="$run", protocol="webrc"}')) == []
+    assert _misplaced("mcclab-webrc.json", board(
+        'mcc_agent_cr_id{run="$run", protocol="webrc"}'))  # an ORMCC gauge
+    assert _misplaced("mcclab-webrc.json", board(
+        'mcc_agent_nwc{run="$run", protocol="rlc"}'))
+    assert _misplaced("mcclab-webrc.json", board('mcc_agent_nwc{run="$run"}'))
+    assert _misplaced("mcclab-overview.json", board(
+        'mcc_agent_throughput_bps{run="$run", protocol="rlc"}'))

@@ -17,6 +17,7 @@ from mcclab import cli
 from mcclab.analysis.protocols.generic import trials_quantity
 from mcclab.analysis.rebuild import report_command
 from mcclab.analysis.sweep import load_sweep
+from mcclab.analysis.sweep_report import build_sweep_report
 from mcclab.analysis.trials import STAT_COLUMNS, read_trials
 from mcclab.experiment.loader import resolve
 from mcclab.experiment.runner import RunOptions, new_run_dir
@@ -93,7 +94,7 @@ def sweep_options(tmp_path, runner, sets=()):
     progress: list[tuple[int, int, dict]] = []
     options = SweepOptions(run=RunOptions(results=tmp_path / "results"),
                            progress=lambda k, n, p: progress.append((k, n, p)),
-                           execute=runner, sets=list(sets))
+                           execute=runner, sets=list(sets), report=build_sweep_report)
     return options, progress
 
 
@@ -206,6 +207,15 @@ def test_interrupted_run_stops_the_sweep(tmp_path, spec):
     assert [r["status"] for r in record["runs"]] == ["complete", "interrupted"]
     page = (folder / "report.html").read_text()
     assert "This sweep was interrupted" in page and "2 of 6 runs" in page
+
+
+def test_a_hostile_error_is_escaped_in_the_sweep_report(tmp_path, spec):
+    runner = FakeRunner(raise_at={1: RuntimeError("<script>alert(1)</script>")})
+    folder = run_sweep(spec, "rate", "quick", sweep_options(tmp_path, runner)[0])
+    page = (folder / "report.html").read_text()
+    assert "<script" not in page
+    assert ("<div class='why'>RuntimeError: &lt;script&gt;alert(1)&lt;/script&gt;</div>"
+            in page)
 
 
 def test_ctrl_c_inside_a_run_and_failures(tmp_path, spec):

@@ -21,12 +21,6 @@ def test_runtime_metrics_are_exactly_what_the_agent_runtime_exports():
     assert names == {m.name for m in mn.RUNTIME}
 
 
-def test_pending_runtime_metrics_are_not_exported_yet():
-    names = _sample_names(AgentMetrics("n", "f", "p", "receiver").registry)
-    done = names & {m.name for m in mn.PENDING_RUNTIME}
-    assert not done, f"the runtime exports {done} now: move them from PENDING_RUNTIME to RUNTIME"
-
-
 def test_core_gauges_are_assembled_from_the_discovered_protocols():
     registered = protocols()
     gauges = mn.core_gauges()
@@ -36,9 +30,6 @@ def test_core_gauges_are_assembled_from_the_discovered_protocols():
         assert gauges[name].receiver == spec.receiver_gauges, name
         assert all(spec.sender_gauges.values()) and all(spec.receiver_gauges.values()), (
             f"{name}: every gauge needs its meaning")
-    landed = set(registered) & set(mn.PENDING_CORE_GAUGES)
-    assert not landed, (f"{sorted(landed)} registered now: remove their entries from "
-                        "PENDING_CORE_GAUGES (their packages declare their gauges)")
 
 
 def test_the_registry_discovers_every_protocol_package():
@@ -80,21 +71,8 @@ def test_core_gauge_names_do_not_collide_with_runtime_metrics():
     # The runtime refuses a colliding core gauge only when it is set, once a second,
     # as an error record; the contract catches it before any agent runs.
     runtime = {m.name.removesuffix("_total") for m in mn.RUNTIME}
-    for gauges in (mn.core_gauges(), mn.PENDING_CORE_GAUGES):
-        for name in mn.core_metrics(gauges):
-            assert name.name.removesuffix("_total") not in runtime, name
-
-
-def test_pending_lists_are_explicit_and_documented():
-    pending = mn.pending()
-    assert set(mn.pending_protocols()).isdisjoint(protocols())
-    for gauges in mn.PENDING_CORE_GAUGES.values():
-        for m in gauges.metrics():
-            assert m.name in pending or m.name in mn.available(), m.name
-    assert "mcc_agent_joins_total" not in pending  # the runtime exports it
-    # subscription_level is exported by layered-cbr today, so it is available, not pending.
-    assert "mcc_agent_subscription_level" not in pending
-    assert all(m.help for m in pending.values())
+    for m in mn.core_metrics(mn.core_gauges()):
+        assert m.name.removesuffix("_total") not in runtime, m.name
 
 
 def test_exporter_metrics_are_exactly_what_the_exporter_exports(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import subprocess
 import sys
@@ -26,12 +27,23 @@ def load_generator():
 GEN = load_generator()
 
 
+def scheme_of(name: str) -> str | None:
+    """The baseline a comparison spec runs (``ormcc-fig6-pgmcc``: pgmcc), None for ORMCC's."""
+    tail = name.rsplit("-", 1)[-1]
+    return tail if tail in GEN.SCHEMES else None
+
+
 @pytest.mark.parametrize("name", SPECS)
 @pytest.mark.parametrize("profile", ["quick", "paper"])
 def test_spec_validates(name, profile):
+    """ORMCC's specs run ORMCC; each comparison runs its scheme and no ORMCC at all."""
     spec = resolve(name, profile)
     spec = getattr(spec, "experiment", spec)
-    assert any(f.type == "multicast" and f.protocol == "ormcc" for f in spec.flows)
+    protocols = {f.protocol for f in spec.flows if f.type == "multicast"}
+    if scheme_of(name):
+        assert protocols == {scheme_of(name)}
+    else:
+        assert "ormcc" in protocols
 
 
 def test_generated_specs_are_up_to_date(tmp_path):
@@ -187,3 +199,125 @@ def test_table2_paths_and_cross_traffic_on_every_link(name, receivers):
         dst = child if child.startswith("h") else "x" + child[1:]
         mine = [f for f in onoff if (f.sender, f.receiver) == ("x" + up[1:], dst)]
         assert sorted(f.carrier for f in mine) == ["tcp", "tcp", "udp", "udp"], child
+
+
+COMPARISONS = [n for n in SPECS if scheme_of(n)]
+
+
+def test_every_comparison_the_issue_names_exists():
+    """Fig. 4(b)(c) at every size, Fig. 6 and Table II (both cuts), for both baselines."""
+    bases = [f"ormcc-fig4{'' if n == 8 else f'-n{n}'}" for n in GEN.FIG4_SIZES]
+    bases += ["ormcc-fig6", "ormcc-table2", "ormcc-table2-n6"]
+    assert sorted(COMPARISONS) == sorted(f"{b}-{s}" for b in bases for s in GEN.SCHEMES)
+
+
+# What a comparison may change in its ORMCC base: identity, the paper's values, figures
+# and sweeps, and the multicast flows' protocol and params (Table II's also its name).
+OWN = ("name", "description", "reference", "references", "figures", "sweeps")
+
+
+def _configuration(exp, renames: dict[str, str]) -> dict:
+    """The experiment without what a comparison may change; multicast flows by role."""
+    data = exp.model_dump(mode="json", exclude=set(OWN))
+    for flow in data["flows"]:
+        if flow["type"] == "multicast":
+            flow["name"] = renames.get(flow["name"], flow["name"])
+            flow.pop("protocol")
+            flow.pop("params")
+    return data
+
+
+@pytest.mark.parametrize("name", COMPARISONS)
+@pytest.mark.parametrize("profile", ["quick", "paper"])
+def test_a_comparison_runs_its_bases_configuration(name, profile):
+    """Same topology, flows, times, TCP model and profile scaling as the ORMCC spec: only the
+    multicast scheme changes, with the paper's 1000-byte packets and the scheme's defaults."""
+    scheme = scheme_of(name)
+    base = name.removesuffix(f"-{scheme}")
+    mine, theirs = resolve(name, profile), resolve(base, profile)
+    assert mine.topology == theirs.topology
+    renames = {"ormcc": scheme} if base.startswith("ormcc-table2") else {}
+    assert _configuration(mine.experiment, {}) == _configuration(theirs.experiment, renames)
+    multicast = [f for f in mine.experiment.flows if f.type == "multicast"]
+    assert multicast and all(f.params == {"packet_size": "1000B"} for f in multicast)
+    assert mine.experiment.name == name
+
+
+def _counter_names(scheme: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The scheme's receiver and sender gauges with their meanings (its contract.py)."""
+    contract = importlib.import_module(f"agents.{scheme}.contract")
+    return contract.RECEIVER_GAUGES, contract.SENDER_GAUGES
+
+
+@pytest.mark.parametrize("name", [*(n for n in COMPARISONS if "fig6" not in n),
+                                  "ormcc-fig4", "ormcc-table2"])
+def test_feedback_counts_name_cumulative_counters_the_scheme_exports(name):
+    """Each feedback reference counts gauges the flow's protocol declares as cumulative."""
+    exp = resolve(name, "quick").experiment
+    protocol = {f.name: f.protocol for f in exp.flows if f.type == "multicast"}
+    counts = [r for r in exp.references if getattr(r, "measure", "") in
+              ("feedback.count", "ormcc.ci_sent")]
+    assert counts
+    for ref in counts:
+        if ref.measure == "ormcc.ci_sent":
+            continue
+        receiver, sender = _counter_names(protocol[ref.args["flow"]])
+        gauges = sender if ref.args.get("role") == "sender" else receiver
+        for counter in ref.args["counters"]:
+            assert "cumulative" in gauges[counter], (ref.label, counter)
+
+
+@pytest.mark.parametrize("n", GEN.FIG4_SIZES)
+@pytest.mark.parametrize("scheme", sorted(GEN.SCHEMES))
+def test_fig4_comparison_reports_without_bands_and_counts_by_kind(n, scheme):
+    """The text gives no value for the baselines' ratios: no band. Sec. V-D's counts are the
+    paper values (PGMCC by kind, NAK + ACK = total), with no band either."""
+    stem = "ormcc-fig4" if n == 8 else f"ormcc-fig4-n{n}"
+    exp = resolve(f"{stem}-{scheme}", "paper").experiment
+    assert all(r.tolerance is None and r.within is None for r in exp.references)
+    ratios = [r for r in exp.references if getattr(r, "measure", "") == "ormcc.leaf_ratio"]
+    assert len(ratios) == 5 and all(f"over the {n} receivers" in r.label for r in ratios)
+    counts = {r.label: (r.args["counters"], r.paper) for r in exp.references
+              if getattr(r, "measure", "") == "feedback.count"}
+    sent = counts["feedback packets sent by the multicast flow's receivers (whole run)"]
+    got = counts["feedback packets received by the multicast flow's source (whole run)"]
+    if scheme == "pgmcc":
+        assert sent == (["naks_sent", "acks_sent"], 74830)
+        assert got == (["acks_rx", "naks_rx"], 74830)
+        assert counts["NAKs sent by the multicast flow's receivers (whole run)"] == (
+            ["naks_sent"], 55222)
+        assert counts["ACKs sent by the multicast flow's receivers (whole run)"] == (
+            ["acks_sent"], 19608)
+    else:
+        assert sent == (["fb_sent"], 5344) and got == (["fb_rx"], 5344)
+    assert "trials" not in exp.sweeps  # the paper's one "typical" simulation
+
+
+def test_ormcc_fig4_reports_its_feedback_under_the_comparisons_labels():
+    """`mcclab compare` lines quantities up by label: ORMCC's 816 CIs sit in the same rows."""
+    labels = {r.label: r for r in resolve("ormcc-fig4", "quick").experiment.references}
+    for scheme in GEN.SCHEMES:
+        theirs = {r.label for r in resolve(f"ormcc-fig4-{scheme}", "quick").experiment.references
+                  if getattr(r, "measure", "") == "feedback.count"}
+        assert {label for label in theirs if "packets" in label} <= set(labels)
+    sent = labels["feedback packets sent by the multicast flow's receivers (whole run)"]
+    assert (sent.args["counters"], sent.paper) == (["ci_sent"], 816)
+
+
+@pytest.mark.parametrize("scheme", sorted(GEN.SCHEMES))
+def test_fig6_and_table2_comparisons_carry_the_papers_values(scheme):
+    """Fig. 6: proportional fairness for all three schemes (the caption), ORMCC's band.
+    Table II: the scheme's column, throughput with ORMCC's 30 % and its feedback count."""
+    def long_share(name):
+        return next(r for r in resolve(name, "quick").experiment.references
+                    if r.kind == "share" and r.flow == "long")
+    mine, ormccs = long_share(f"ormcc-fig6-{scheme}"), long_share("ormcc-fig6")
+    assert (mine.paper, mine.within) == (0.33, ormccs.within) and mine.within is not None
+    table = {"pgmcc": (126.6e3, 5009.6, ["naks_sent"]), "tfmcc": (226.7e3, 3312.9, ["fb_sent"])}
+    for name in (f"ormcc-table2-{scheme}", f"ormcc-table2-n6-{scheme}"):
+        refs = resolve(name, "quick").experiment.references
+        tput = next(r for r in refs if r.kind == "throughput")
+        count = next(r for r in refs if getattr(r, "measure", "") == "feedback.count")
+        assert (tput.flow, tput.paper, tput.tolerance) == (scheme, table[scheme][0], 0.3)
+        assert (count.paper, count.args["counters"]) == table[scheme][1:]
+        assert count.tolerance is None and count.within is None

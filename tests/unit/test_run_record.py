@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mcclab.analysis.report import build_report
 from mcclab.experiment.loader import resolve
 from mcclab.experiment.record import mark_killed_runs, runner_alive, runner_identity
 from mcclab.experiment.runner import RunOptions, execute
@@ -116,7 +117,8 @@ def run_with(tmp_path: Path, **fake) -> tuple[list[FakeLab], RunOptions]:
         labs.append(FakeLab(topo, options, **fake))
         return labs[-1]
 
-    return labs, RunOptions(results=tmp_path / "results", lab=factory)
+    # The report builder mcclab run injects, so these runs end as a real one does.
+    return labs, RunOptions(results=tmp_path / "results", lab=factory, analyse=build_report)
 
 
 def test_a_run_refused_by_preflight_leaves_no_folder(tmp_path):
@@ -152,6 +154,28 @@ def test_a_signal_in_bring_up_ends_as_an_interrupted_record(tmp_path):
     assert (run / "report.html").is_file()
 
 
+def test_the_runner_reports_only_through_the_injected_analysis(tmp_path):
+    # The runner does not import the analysis: it calls what it is given, once, with
+    # the finished folder, and a failing analysis is noted without hiding the run.
+    def stop() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    calls: list[Path] = []
+    _, options = run_with(tmp_path / "a", on_up=stop)
+    options.analyse = calls.append
+    run = execute(resolve(str(SPEC), "quick", []), options)
+    assert calls == [run] and not (run / "report.html").exists()
+
+    def broken(folder: Path) -> None:
+        raise ValueError("no plot today")
+
+    _, options = run_with(tmp_path / "b", on_up=stop)
+    options.analyse = broken
+    run = execute(resolve(str(SPEC), "quick", []), options)
+    assert read(run)["status"] == "interrupted"
+    assert (run / "analysis-error.txt").read_text() == "ValueError: no plot today\n"
+
+
 def test_signals_during_teardown_do_not_break_it_and_skip_the_analysis(tmp_path):
     def impatient_user():
         os.kill(os.getpid(), signal.SIGINT)
@@ -181,8 +205,6 @@ def test_a_signal_before_the_folder_is_ready_is_answered_once_it_is(tmp_path):
 
 def test_a_killed_run_is_reported_like_an_interrupted_one(tmp_path):
     from synthetic_runs import demo_run
-
-    from mcclab.analysis.report import build_report
 
     run = demo_run(tmp_path / "exp" / "run", status="running", elapsed_s=40.0)
     record = read(run)

@@ -10,15 +10,15 @@ from pydantic import ValidationError
 from mcclab.experiment.launch import plan_launches
 from mcclab.experiment.loader import EXPERIMENTS, resolve
 from mcclab.experiment.spec import Experiment, carries_tcp, tcp_model
-from mcclab.experiment.tcp_models import (
+from mcclab.model.addressing import plan_addresses
+from mcclab.model.loader import SpecError
+from mcclab.model.tcp_models import (
     host_sysctls,
     load_models,
     model,
     models,
     reading_label,
 )
-from mcclab.model.addressing import plan_addresses
-from mcclab.model.loader import SpecError
 
 RUN = Path("/tmp/mcclab-test-run")
 OFF = [("net.ipv4.tcp_sack", 0), ("net.ipv4.tcp_recovery", 0),

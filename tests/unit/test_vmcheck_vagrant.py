@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import jinja2
 import pytest
 import yaml
 
-from mcclab.vmcheck import nsnet, vagrantbox
+from mcclab.vmcheck import nsnet, vagrantbox, vagrantlabs
 from mcclab.vmcheck import recipe as rc
 from mcclab.vmcheck.vagrant import (
     compare_listings,
@@ -343,3 +344,145 @@ def test_key_fingerprint_check_accepts_only_the_pinned_key(tmp_path, request):
     assert _evaluate(that, show(key_a), fpr_a)
     assert not _evaluate(that, show(key_b), fpr_a)  # another key
     assert not _evaluate(that, show(key_a + key_b), fpr_a)  # the pinned key plus another
+
+
+# ------------------------------------------------------------------ --labs: the labs in the VM
+
+def test_parse_labs_keeps_order_and_drops_repeats():
+    assert vagrantlabs.parse_labs("1,3") == [1, 3]
+    assert vagrantlabs.parse_labs(" 3, 1,3,") == [3, 1]
+    assert vagrantlabs.parse_labs("") == []
+    for bad in ("x", "0", "1;3", "-1"):
+        with pytest.raises(ValueError):
+            vagrantlabs.parse_labs(bad)
+
+
+def test_student_shell_runs_mcclab_as_root_in_the_synced_folder(tmp_path, monkeypatch):
+    # The line's shape: sudo -i, then one bash -c argument.
+    line = vagrantlabs.student_shell(("lab", "start", "1"), 10)
+    words = shlex.split(line)
+    assert words[:4] == ["sudo", "-i", "bash", "-c"] and len(words) == 5
+    # What that bash runs, with the venv and /vagrant moved to temporary folders: the
+    # venv's mcclab is found first, in the synced folder, with the arguments intact.
+    venv, repo = tmp_path / "venv", tmp_path / "vagrant dir"
+    venv.mkdir()
+    repo.mkdir()
+    fake = venv / "mcclab"
+    fake.write_text('#!/bin/sh\npwd\necho "scale=$MCCLAB_TIMEOUT_SCALE"\n'
+                    'for a in "$@"; do echo "[$a]"; done\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(vagrantlabs, "VENV_BIN", str(venv))
+    monkeypatch.setattr(vagrantlabs, "GUEST_REPO", shlex.quote(str(repo)))
+    args = ("lab", "check", "3", "--answers", "labs/03-why-cc/my answers.yaml")
+    inner = shlex.split(vagrantlabs.student_shell(args, 7))[4]
+    out = subprocess.run(["bash", "-c", inner], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin"}, check=True).stdout.splitlines()
+    assert out == [str(repo), "scale=7", *[f"[{a}]" for a in args]]
+
+
+def test_copy_back_is_teachings_tar_through_vagrant_ssh():
+    guest_side, host_side = vagrantlabs.copy_back_argv()
+    assert guest_side == ["vagrant", "ssh", "-c", "sudo tar -C /vagrant -cf - results/labs"]
+    assert host_side == ["tar", "-xf", "-"]
+    teaching = (REPO / "docs" / "teaching.md").read_text()
+    assert f"vagrant ssh -c '{guest_side[3]}' | tar -xf -" in teaching
+
+
+def test_live_lab_steps_start_check_twice_and_reset():
+    name, steps = vagrantlabs.lab_steps(1, REPO / "labs", REPO)
+    assert name == "01-igmp-pim"
+    assert [s.label for s in steps] == ["start", "handout", "check example",
+                                        "check instructor", "reset"]
+    assert steps[0].args == ("lab", "start", "1", "--timeout", "900")
+    for step in steps[2:4]:
+        answers = step.args[step.args.index("--answers") + 1]
+        assert (REPO / answers).is_file() and step.args[:4] == ("lab", "check", "1", "--json")
+    assert steps[2].title == "mcclab lab check 1 --json (example answers)"
+    assert steps[3].title == "mcclab lab check 1 --json (instructor answers)"
+
+
+def test_experiment_lab_steps_run_each_experiment_in_lab_yaml_order():
+    _, steps = vagrantlabs.lab_steps(3, REPO / "labs", REPO)
+    runs = [s.args for s in steps if s.label.startswith("run")]
+    spec = yaml.safe_load((REPO / "labs" / "03-why-cc" / "lab.yaml").read_text())
+    assert runs == [("lab", "run", "3", Path(e).stem) for e in spec["experiments"]]
+    labels = [s.label for s in steps]
+    assert labels.index("start") < labels.index("run cbr-tcp") < labels.index("check example")
+    assert labels[-1] == "reset"
+
+
+def _graded(number: int, answers: str, results: Path) -> dict:
+    """The --json document of a real ``mcclab lab check`` on an empty work folder."""
+    from mcclab.labs.actions import grade
+    from mcclab.labs.catalogue import find
+    from mcclab.labs.grade import as_json
+
+    entry = find(number)
+    return as_json(entry.spec, grade(entry, results, entry.dir / answers))
+
+
+def test_example_answers_are_all_pending_and_pass_the_example_check(tmp_path):
+    doc = _graded(3, "answers.example.yaml", tmp_path)
+    assert {vagrantlabs.classify(r) for r in doc["results"]} == {"no-answer", "unchecked"}
+    assert vagrantlabs.check_verdict(doc, example=True)[0]
+
+
+def test_live_labs_example_answers_wait_for_captures_and_pass_the_example_check(tmp_path):
+    # Lab 1 asks for a capture before it reads q3, q5, q6 and q7: pending, not a failure.
+    doc = _graded(1, "answers.example.yaml", tmp_path)
+    kinds = {r["id"]: vagrantlabs.classify(r) for r in doc["results"]}
+    assert kinds["q1"] == "no-answer" and kinds["q3"] == "step-skipped"
+    assert vagrantlabs.check_verdict(doc, example=True)[0]
+
+
+def test_instructor_answers_without_runs_say_the_lab_did_not_run(tmp_path):
+    doc = _graded(3, "instructor/answers.yaml", tmp_path)
+    checked = [r for r in doc["results"] if r["status"] != "unchecked"]
+    assert checked and all(vagrantlabs.classify(r) == "not-run" for r in checked)
+    ok, note = vagrantlabs.check_verdict(doc, example=False)
+    assert not ok and "not-run q1,q2,q3,q4,q5,q6" in note and note.startswith("0/6 pass")
+
+
+def test_classify_tells_a_wrong_value_from_a_broken_run():
+    cases = {
+        ("fail", "your value 0.89 differs from your run's 0.71 by more than 0.03: in x"): "answer",
+        ("fail", "your newest run of cbr-tcp (r1) is failed, not complete; run step 2"): "not-run",
+        ("fail", "your run r1 cannot be read (no run.json); run step 2 again"): "not-run",
+        ("fail", "your run r1 of cbr-tcp has no throughput for the flows: look"): "not-run",
+        ("fail", "your run r1 has no rows of flow tcp: run step 2 again"): "not-run",
+        ("fail", "q1 has no number for n5 (kbit/s)"): "answer",
+        ("pending", "no run of webrc-tcp yet: do step 4 (mcclab lab run 3 webrc-tcp)"): "not-run",
+        ("pending", "write the RP's address as q2 (step 2: show ip pim rp-info)"): "no-answer",
+        ("pending", "capture r2-h2a while h2a joins 239.1.1.1 first (step 3)"): "step-skipped",
+        ("error", "the check failed: KeyError: 'x'"): "broken",
+        ("pass", "r2 has 2 PIM neighbours"): "pass",
+        ("unchecked", "discussion question"): "unchecked",
+    }
+    for (status, message), kind in cases.items():
+        assert vagrantlabs.classify({"status": status, "message": message}) == kind, message
+
+
+def test_check_verdicts():
+    def doc(*pairs):
+        return {"passed": sum(s == "pass" for s, _ in pairs), "total": len(pairs),
+                "results": [{"id": f"q{i}", "status": s, "message": m}
+                            for i, (s, m) in enumerate(pairs, 1)]}
+    wrong_value = ("fail", "your value 0.5 differs from your run's 0.7 by more than 0.03")
+    no_run = ("pending", "no run of cbr-tcp yet: do step 2")
+    assert vagrantlabs.check_verdict(doc(("pass", "ok"), wrong_value), example=False) == (
+        True, "1/2 pass; answer q2, pass q1")
+    assert not vagrantlabs.check_verdict(doc(("pass", "ok"), no_run), example=False)[0]
+    assert not vagrantlabs.check_verdict(doc(("error", "boom")), example=False)[0]
+    # A blank answer that passes (or fails on a value) is a bug of the template or check.
+    assert not vagrantlabs.check_verdict(doc(("pass", "ok")), example=True)[0]
+    assert vagrantlabs.check_verdict(doc(("pending", "write q1")), example=True)[0]
+    assert vagrantlabs.check_verdict(None, example=False) == (False, "no JSON document")
+
+
+def test_json_document_is_found_among_vagrants_lines():
+    body = json.dumps({"lab": 3, "results": [{"id": "q1", "status": "pending", "message": "}"}],
+                       "passed": 0, "total": 1}, indent=1)
+    out = f"==> default: a notice {{not json}}\n{body}\nConnection to 192.168.121.5 closed.\n"
+    assert vagrantlabs.json_document(out)["lab"] == 3
+    assert vagrantlabs.json_document("no document") is None
+    assert vagrantlabs.json_document('{"other": 1}') is None

@@ -3,8 +3,10 @@
 Each quantity is computed from a run's tidy per-second table over the
 measurement window [warmup, duration] (see ``mcclab.analysis.metrics``), then
 compared with the paper's value within a stated tolerance. A ``measure``
-quantity is computed by an analysis plugin (``mcclab.analysis.plugins``);
-a :class:`FigureRef` names a plugin figure.
+quantity is computed by an analysis plugin (``mcclab.model.plugins``);
+a :class:`FigureRef` names a plugin figure. These are the spec's models: the
+runner validates them and the analysis reads them, and this module imports
+neither package.
 """
 
 from __future__ import annotations
@@ -151,7 +153,7 @@ class MeasureRef(_Reference):
     @classmethod
     def _in_unit(cls, data: Any) -> Any:
         """Check the measure and its arguments; parse paper and within in its unit."""
-        from mcclab.analysis.plugins import UNITS, PluginError, get_measure
+        from mcclab.model.plugins import UNITS, PluginError, get_measure
 
         if not isinstance(data, dict) or not isinstance(data.get("measure"), str):
             return data  # the field checks report what is missing
@@ -185,21 +187,21 @@ class MeasureRef(_Reference):
     @property
     def unit(self) -> str:
         """The measure's unit."""
-        from mcclab.analysis.plugins import get_measure
+        from mcclab.model.plugins import get_measure
 
         return get_measure(self.measure).unit
 
     @field_serializer("paper")
     def _write_paper(self, value: float) -> Any:
         """Back to the unit-bearing form, so a dumped spec validates again."""
-        from mcclab.analysis.plugins import UNITS
+        from mcclab.model.plugins import UNITS
 
         return UNITS[self.unit].write(value)
 
     @field_serializer("within")
     def _write_within(self, value: tuple[float, float] | None) -> Any:
         """Both bounds in the unit-bearing form."""
-        from mcclab.analysis.plugins import UNITS
+        from mcclab.model.plugins import UNITS
 
         return None if value is None else [UNITS[self.unit].write(v) for v in value]
 
@@ -224,6 +226,20 @@ def fraction_problem(args: dict[str, Any]) -> str | None:
     return None
 
 
+def plugin_arg_flows(ref: Any) -> list[tuple[str, str]]:
+    """(field, flow) pairs a measure names in its ``args``: by convention ``flow`` and ``flows``.
+
+    Measures may take flows under other names too; only these two are checked.
+    """
+    args = getattr(ref, "args", None) or {}
+    out = []
+    if isinstance(args.get("flow"), str):
+        out.append(("args.flow", args["flow"]))
+    if isinstance(args.get("flows"), list):
+        out += [(f"args.flows[{j}]", f) for j, f in enumerate(args["flows"]) if isinstance(f, str)]
+    return out
+
+
 Reference = Annotated[
     Throughput | Share | Utilisation | Fairness | Loss | Ratio | MeasureRef,
     Field(discriminator="kind"),
@@ -243,13 +259,13 @@ class FigureRef(StrictModel):
 
     def plugin(self, sweep: bool = False) -> Any:
         """The registered plugin (raises PluginError when unknown)."""
-        from mcclab.analysis.plugins import get_figure, get_sweep_figure
+        from mcclab.model.plugins import get_figure, get_sweep_figure
 
         return (get_sweep_figure if sweep else get_figure)(self.figure)
 
     def check(self, sweep: bool = False) -> str | None:
         """Why this figure cannot be drawn ('figure: ...', 'args: ...'), or None."""
-        from mcclab.analysis.plugins import PluginError
+        from mcclab.model.plugins import PluginError
 
         try:
             plugin = self.plugin(sweep)
