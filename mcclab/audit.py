@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mcclab.model.loader import SpecError
+from mcclab.model.quantities import accepted_band
 
 REPO = Path(__file__).resolve().parents[1]
 ALLOWLIST = Path(__file__).with_name("audit_allowlist.yaml")
@@ -103,20 +104,6 @@ class Criterion:
     def open_flags(self) -> list[str]:
         """Flags the allowlist does not accept."""
         return [f for f in self.flags if f not in self.allowed]
-
-
-def band(paper: float, tolerance: float | None,
-         within: tuple[float, float] | None) -> tuple[float, float] | None:
-    """The accepted interval: the tolerance's, the range, or their intersection (the verdict
-    needs both, as ``mcclab.analysis.summary.judge``); None without a criterion."""
-    if tolerance is None and within is None:
-        return None
-    lo, hi = -math.inf, math.inf
-    if tolerance is not None:
-        lo, hi = paper - tolerance * abs(paper), paper + tolerance * abs(paper)
-    if within is not None:
-        lo, hi = max(lo, within[0]), min(hi, within[1])
-    return lo, hi
 
 
 def scale_of(kind: str, measure: str | None = None, flows: int = 0) -> Scale:
@@ -232,7 +219,7 @@ def _criteria(path: Path, profile: str, root: Path) -> list[Criterion]:
         flows = len(getattr(ref, "flows", []) or [])
         origin = origin_of(ref.source, exp.reference, previous)
         previous = origin
-        accepted = band(ref.paper, ref.tolerance, ref.within)
+        accepted = accepted_band(ref.paper, ref.tolerance, ref.within)
         scale = scale_of(ref.kind, measure, flows)
         item = Criterion(
             experiment=exp.name, spec=rel, profiles=[profile], label=ref.label,
@@ -424,6 +411,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(audit_app, name="audit")
 
 
-__all__ = ["Allowed", "Criterion", "Scale", "apply_allowlist", "band", "band_load", "collect",
+__all__ = ["Allowed", "Criterion", "Scale", "apply_allowlist", "band_load", "collect",
            "counts", "hardly_fails", "load_allowlist", "near_limit", "origin_of", "register",
            "scale_of", "spec_files"]

@@ -44,6 +44,7 @@ from mcclab.model.quantities import (
     Share,
     Throughput,
     Utilisation,
+    accepted_band,
 )
 
 Verdict = Literal["pass", "fail", "n/a", "error"]
@@ -126,13 +127,10 @@ def margin(measured: float, paper: float, tolerance: float | None,
     there is no finite band or value. With a tolerance and a range, the band is their
     intersection, as the verdict requires both.
     """
-    if not math.isfinite(measured):
+    band = accepted_band(paper, tolerance, within)
+    if not math.isfinite(measured) or band is None:
         return None
-    lo, hi = -math.inf, math.inf
-    if tolerance is not None:
-        lo, hi = paper - tolerance * abs(paper), paper + tolerance * abs(paper)
-    if within is not None:
-        lo, hi = max(lo, within[0]), min(hi, within[1])
+    lo, hi = band
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         return None
     half = (hi - lo) / 2

@@ -11,6 +11,7 @@ neither package.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_serializer, model_validator
@@ -204,6 +205,21 @@ class MeasureRef(_Reference):
         from mcclab.model.plugins import UNITS
 
         return None if value is None else [UNITS[self.unit].write(v) for v in value]
+
+
+def accepted_band(paper: float, tolerance: float | None,
+                  within: tuple[float, float] | None) -> tuple[float, float] | None:
+    """The values a criterion accepts: the tolerance's interval around ``paper``, the
+    ``within`` range, or their intersection when it has both (the verdict needs both);
+    None when it has neither (reported only). Either end may be infinite."""
+    if tolerance is None and within is None:
+        return None
+    lo, hi = -math.inf, math.inf
+    if tolerance is not None:
+        lo, hi = paper - tolerance * abs(paper), paper + tolerance * abs(paper)
+    if within is not None:
+        lo, hi = max(lo, within[0]), min(hi, within[1])
+    return lo, hi
 
 
 def fraction_problem(args: dict[str, Any]) -> str | None:

@@ -12,7 +12,6 @@ from mcclab.audit import (
     Allowed,
     Scale,
     apply_allowlist,
-    band,
     collect,
     counts,
     hardly_fails,
@@ -23,6 +22,7 @@ from mcclab.audit import (
     spec_files,
 )
 from mcclab.cli import app
+from mcclab.model.quantities import accepted_band as band
 
 FRACTION = Scale("fraction", 0.0, 1.0)
 OPEN = Scale("open")
