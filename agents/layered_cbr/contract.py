@@ -1,10 +1,4 @@
-"""layered-cbr's part of the metric contract and its agent contract case.
-
-``SENDER_GAUGES`` and ``RECEIVER_GAUGES``: the gauges its cores return from
-``metrics()`` (exported as ``mcc_agent_<name>``), each with its meaning.
-``CONTRACT_CASE``: the session tests/integration/test_agent_contract.py runs
-between two namespaces.
-"""
+"""Layered CBR: the gauges its cores export and its agent contract case (docs/protocols.md)."""
 
 from __future__ import annotations
 
