@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 
 .PHONY: help setup experiment test test-unit lint schema clean linkemu linkemu-test \
 	dashboards bench-links \
-	bench-agent-start bench-agents bench-metrics reproduce vm-check vagrant-check vm-tunnel bench-crash soak bench-fuzz bench-signals bench-export
+	bench-agent-start bench-agents bench-metrics reproduce vm-check vagrant-check vm-tunnel bench-crash soak bench-fuzz bench-signals bench-export mutants
 
 help:
 	@echo "make setup       install everything (Ansible playbook, idempotent)"
@@ -30,6 +30,7 @@ help:
 	@echo "make bench-crash ~15 min: SIGKILL campaign, 20 kills of 'mcclab run', then 'mcclab clean'"
 	@echo "make soak        ~20 min: ORMCC Fig. 4 n=24 over 1000 s, memory and descriptors sampled"
 	@echo "make bench-export ~2 min: peak memory of exporting a run's series, old way and new"
+	@echo "make mutants     ~10 min: mutate each protocol core, its behaviour tests must fail"
 	@echo "make reproduce   every paper experiment (PROFILE=quick|paper), then results/index.html"
 	@echo "make clean       remove what crashed labs left (labs in use stay: mcclab clean --all)"
 	@echo "make vm-check    slow (~23 min cached, ~30 cold, under QEMU TCG): a Debian 12 VM provisioned with the"
@@ -123,6 +124,12 @@ bench-agent-start: $(MCCLAB)
 
 bench-agents: $(MCCLAB)
 	$(SUDO) $(PY) bench/agents.py $(BENCH_ARGS)
+
+# Mutation check of the protocol cores (~10 min, no lab): each mutant in
+# agents/<protocol>/mutants.py applied alone to a copy of the tree, its behaviour tests run,
+# a table of killed and surviving mutants printed. BENCH_ARGS="--protocol pgmcc" for one.
+mutants:
+	$(PY) bench/mutants.py $(BENCH_ARGS)
 
 # Per-datagram cost of the agents' metrics, old prometheus_client children against the
 # plain numbers the collector exports (~10 s, no lab; docs/agents.md).

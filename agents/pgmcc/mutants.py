@@ -1,0 +1,83 @@
+"""PGMCC's mutants: single edits of its core that its behaviour tests must catch.
+
+``make mutants`` (bench/mutants.py) applies each alone to a copy of the tree and runs
+``TESTS``; a mutant the tests do not fail on is a survivor. ``file`` is relative to this
+package; ``old`` must occur exactly once in it.
+"""
+
+from __future__ import annotations
+
+TESTS = ["tests/unit/test_behaviour_pgmcc.py", "tests/unit/test_pgmcc_core.py"]
+
+# (file, old, new, what)
+MUTANTS = [
+    ('estimators.py',
+     'return m_acker < c * m_candidate',
+     'return m_acker > c * m_candidate',
+     'flip the acker switch test'),
+    ('estimators.py',
+     'return m_acker < c * m_candidate',
+     'return m_acker < m_candidate',
+     'no switching bias (C = 1)'),
+    ('estimators.py',
+     'return rtt * math.sqrt(p) * (1',
+     'return math.sqrt(p) * (1',
+     'RTT left out of the throughput estimate'),
+    ('estimators.py',
+     'self.p *= 1.0 - self.gain',
+     'self.p *= 1.0 - 2 * self.gain',
+     'receptions weigh twice in the loss EWMA'),
+    ('params.py',
+     'default=500 / 65536',
+     'default=5000 / 65536',
+     'EWMA gain ten times'),
+    ('sender.py',
+     '                and last_lost >= self.cut_floor):',
+     '                ):',
+     'cut again for packets sent before the last cut'),
+    ('sender.py',
+     'if (last_lost is not None and self.recover_until is None\n'
+     '                and last_lost >= self.cut_floor):',
+     'if last_lost is not None:',
+     'no once-per-RTT guard'),
+    ('sender.py',
+     'self.window = max(self.window / 2, 1.0)',
+     'self.window = max(self.window, 1.0)',
+     'never halve the window'),
+    ('sender.py',
+     'elif bin(bitmap & ((1 << k) - 1)).count("1") >= self.p.dupthresh:',
+     'elif True:',
+     'a hole is a loss at once (no dupthresh)'),
+    ('sender.py',
+     '        if self.window < self.p.ssthresh:',
+     '        if False:',
+     'no slow start'),
+    ('sender.py',
+     'self.window = min(self.window + n / self.window, self.p.max_window)',
+     'self.window = min(self.window + 2 * n / self.window, self.p.max_window)',
+     'double the linear increase'),
+    ('sender.py',
+     'self.tokens += acked + lost + unreported',
+     'self.tokens += acked + unreported',
+     'lost packets keep their tokens'),
+    ('sender.py',
+     'if self.acker is not None and self.retry >= self.p.acker_timeouts:',
+     'if self.acker is not None and self.retry > 100:',
+     'never drop a silent acker'),
+    ('sender.py',
+     'rtt = max(arrival - r.echo_ns / 1e9 - r.delay_us / 1e6',
+     'rtt = max(arrival - r.echo_ns / 1e9',
+     "ignore the receiver's hold time"),
+    ('receiver.py',
+     'and ext.acker == self.rid',
+     'and ext.acker != self.rid',
+     'receiver: ACK when not the acker'),
+    ('receiver.py',
+     '                    self.loss.lost()\n',
+     '                    pass\n',
+     'receiver: losses left out of the EWMA'),
+    ('receiver.py',
+     'for seq in lost[:self.p.max_naks_per_gap]:',
+     'for seq in lost[:1]:',
+     'receiver: one NAK per gap'),
+]

@@ -1,0 +1,42 @@
+"""WEBRC's mutants: single edits of its core that its behaviour tests must catch.
+
+``make mutants`` (bench/mutants.py) applies each alone to a copy of the tree and runs
+``TESTS``; a mutant the tests do not fail on is a survivor. ``file`` is relative to this
+package; ``old`` must occur exactly once in it.
+"""
+
+from __future__ import annotations
+
+TESTS = ["tests/unit/test_behaviour_webrc.py"]
+
+# (file, old, new, what)
+MUTANTS = [
+    ('receiver.py',
+     'near = [s for s in self.event_starts if abs(at - s) < reach]',
+     'near = [s for s in self.event_starts if abs(at - s) > reach]',
+     'flip comparison'),
+    ('receiver.py',
+     'reach = artt + step  #',
+     'reach = artt  #',
+     'drop the spacing term'),
+    ('receiver.py',
+     'at = before + k * step',
+     'at = now',
+     'time at detection'),
+    ('receiver.py',
+     '        self.event_starts.append(at)\n',
+     '',
+     'remove the event-start update'),
+    ('receiver.py',
+     '                self.last_at[cn] = now\n',
+     '',
+     'remove the last-arrival update'),
+    ('receiver.py',
+     'step = (now - before) / (count + 1)',
+     'step = (now - before) / count',
+     'interpolation off by one'),
+    ('receiver.py',
+     'self.loss_event_end = max(self.loss_event_end, at + artt)',
+     'self.loss_event_end = max(self.loss_event_end, now + artt)',
+     'loss event blocks joins from detection'),
+]
