@@ -10,10 +10,10 @@ this file adds, and why the language cannot say it:
   leaves), Fig. 11 with beta 0.5 and 0.75 (ormcc-fig11-b065), Table I with RED
   (ormcc-table1), Table II on the cut tree (ormcc-table2). A spec has no parameters
   and no include, so each variant is a file of its own, its base with a few changes;
-- the paper's comparisons: each Fig. 4, Fig. 6 and Table II spec with PGMCC or TFMCC
-  in place of every ORMCC flow (``<base>-pgmcc``, ``<base>-tfmcc``; docs/comparison.md).
-  A sweep cannot say it: its keys vary independently, and a scheme changes two flow
-  templates' protocol and params together and the references too;
+- the paper's comparisons: each Fig. 4, Fig. 6, Fig. 8 / Table I and Table II spec with
+  PGMCC or TFMCC in place of every ORMCC flow (``<base>-pgmcc``, ``<base>-tfmcc``;
+  docs/comparison.md). A sweep cannot say it: its keys vary independently, and a scheme
+  changes two flow templates' protocol and params together and the references too;
 - Table II's cross traffic on the cut Fig. 9 tree, whose links follow no formula in
   ``{i}`` (the full tree's do), so it is written link by link;
 - topology cuts: the Fig. 3 star with n of its 64 leaves, each with its own source
@@ -284,6 +284,9 @@ SCHEMES = {
                         "simulation of this configuration (NAK 55,222, ACK 19,608)",
         "table2": ("126.6kbit", 5009.6, ["naks_sent"], "NAKs sent by all receivers",
                    "Table II: 5009.6, NAK only"),
+        # Fig. 8: the panels of the text's "(b),(c), (e) and (f)" in its order "PGMCC and
+        # TFMCC"; the sender's gauge with the tracked receiver's id (agents/pgmcc/contract.py).
+        "fig8": ("Fig. 8(b)/(e)", "acker", "acker_id"),
     },
     "tfmcc": {
         "name": "TFMCC", "panel": "Fig. 4(c)",
@@ -293,6 +296,7 @@ SCHEMES = {
                         "configuration",
         "table2": ("226.7kbit", 3312.9, ["fb_sent"], "reports sent by all receivers",
                    "Table II: 3312.9"),
+        "fig8": ("Fig. 8(c)/(f)", "CLR", "clr_id"),
     },
 }
 # Why the feedback counts have no criterion: the paper's are for 64 receivers over a
@@ -480,6 +484,70 @@ def table2_scheme(scheme: str, cut: bool) -> str:
         (r"label: CIs sent by all receivers\}", f"label: {name} {what}}}")])
 
 
+# The label of the switch count in ormcc-table1 and its comparisons: `mcclab compare`
+# lines the three schemes up by label.
+SWITCHES_LABEL = "tracked-receiver switches over the run"
+# Table I: the supposed CR per period of the 1000-s run, (node, start s, end s).
+TABLE1_PERIODS = (("h1", 0, 200), ("h2", 200, 400), ("h3", 400, 600), ("h2", 600, 800),
+                  ("h1", 800, 1000))
+TABLE1_SECONDS = 1000
+# Each period is read after its first tenth, as ormcc-table1's CR shares: a switch
+# takes a few RTTs and the new TCP flows their slow start.
+TABLE1_SETTLE = 0.1
+
+
+def table1_scheme(scheme: str, red: bool) -> str:
+    """Fig. 8 / Table I with ``scheme`` for the multicast session: which receiver it tracks
+    in each period, and how often it switches. The paper shows the baselines' tracking only
+    in Fig. 8's panels ("also track the slowest receiver, though sometimes with more
+    representative switches"): no number, so every quantity is reported without a band."""
+    s = SCHEMES[scheme]
+    name = s["name"]
+    panel, rep, gauge = s["fig8"]
+    base = "ormcc-table1-red" if red else "ormcc-table1"
+    text = table1_red() if red else (ROOT / "experiments" / "ormcc-table1.yaml").read_text()
+    queue = "RED on links 1-3" if red else "drop-tail"
+    claim = (f"{panel}: {name} 'also track[s] the slowest receiver, though sometimes with "
+             "more representative switches' than ORMCC; no number in the text, reported "
+             "without a band")
+    refs = ""
+    for node, lo, hi in TABLE1_PERIODS:
+        start = round((lo + TABLE1_SETTLE * (hi - lo)) / TABLE1_SECONDS, 4)
+        end = round(hi / TABLE1_SECONDS, 4)
+        args = (f"{{flow: multi, tracked: {gauge}, node: {node}, start_frac: {start:g}, "
+                f"end_frac: {end:g}}}")
+        refs += _ref(["kind: measure",
+                      f'label: "tracked receiver ({rep}) is {node} in {lo}-{hi} s"',
+                      f'source: "Table I: supposed CR {node} in {lo}-{hi} s (share of the '
+                      f'seconds after the first tenth of the period); {claim}"',
+                      "measure: tracking.share", f"args: {args}", "paper: 1.0"])
+        refs += _ref(["kind: measure",
+                      f'label: "lead of {node} as tracked receiver in {lo}-{hi} s"',
+                      f'source: "Table I: {node} is the slowest receiver in {lo}-{hi} s, '
+                      "so the one tracked most (lead > 0; 1: tracked throughout); "
+                      f'{panel}, as above"',
+                      "measure: tracking.lead", f"args: {args}", "paper: 1.0"])
+    refs += _ref(["kind: measure",
+                  f"label: {SWITCHES_LABEL}",
+                  'source: "Table I: the supposed CR changes 4 times; Fig. 8 caption: ORMCC '
+                  f"tracks 'with fewer representative switches'; {panel} gives no count, "
+                  'reported without a band"',
+                  "measure: tracking.switches", f"args: {{flow: multi, tracked: {gauge}}}",
+                  "paper: 4"])
+    note = (f"# {panel} ({queue}): {name} in place of ORMCC for the session to all\n"
+            f"# receivers; the TCP flows, links and times are {base}'s. The {rep} is read\n"
+            f"# from the sender's {gauge} against each receiver's rid\n"
+            "# (mcclab/analysis/protocols/tracking.py).\n")
+    return scheme_variant(text, base, scheme, note, [
+        (r"One ORMCC session from src", f"One {name} session from src"),
+        (r"^reference: .*$",
+         f'reference: "Li and Kalyanaraman, ORMCC, {panel} and Table I (sec. V-C): {name}, '
+         f'{queue}"'),
+        (r"(?s)^references:\n.*?(?=^figures:)", f"references:\n{refs}"),
+        (r"^  - \{figure: ormcc\.tracking, args: \{flow: multi\}\}$",
+         f"  - {{figure: tracking.timeline, args: {{flow: multi, tracked: {gauge}}}}}")])
+
+
 def main(out: Path = ROOT) -> None:
     """Write every generated file under ``out`` (the repository by default)."""
     (out / "topologies").mkdir(parents=True, exist_ok=True)
@@ -503,6 +571,8 @@ def main(out: Path = ROOT) -> None:
         files[f"experiments/ormcc-table2-{scheme}.yaml"] = table2_scheme(scheme, cut=False)
         files[f"experiments/ormcc-table2-n{len(FIG9_SUBSET_HOSTS)}-{scheme}.yaml"] = (
             table2_scheme(scheme, cut=True))
+        files[f"experiments/ormcc-table1-{scheme}.yaml"] = table1_scheme(scheme, red=False)
+        files[f"experiments/ormcc-table1-red-{scheme}.yaml"] = table1_scheme(scheme, red=True)
     for name, text in files.items():
         (out / name).write_text(text)
 

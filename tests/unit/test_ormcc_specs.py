@@ -205,9 +205,11 @@ COMPARISONS = [n for n in SPECS if scheme_of(n)]
 
 
 def test_every_comparison_the_issue_names_exists():
-    """Fig. 4(b)(c) at every size, Fig. 6 and Table II (both cuts), for both baselines."""
+    """Fig. 4(b)(c) at every size, Fig. 6, Fig. 8 / Table I (drop-tail and RED) and Table II
+    (both cuts), for both baselines."""
     bases = [f"ormcc-fig4{'' if n == 8 else f'-n{n}'}" for n in GEN.FIG4_SIZES]
-    bases += ["ormcc-fig6", "ormcc-table2", "ormcc-table2-n6"]
+    bases += ["ormcc-fig6", "ormcc-table1", "ormcc-table1-red", "ormcc-table2",
+              "ormcc-table2-n6"]
     assert sorted(COMPARISONS) == sorted(f"{b}-{s}" for b in bases for s in GEN.SCHEMES)
 
 
@@ -249,7 +251,8 @@ def _counter_names(scheme: str) -> tuple[dict[str, str], dict[str, str]]:
     return contract.RECEIVER_GAUGES, contract.SENDER_GAUGES
 
 
-@pytest.mark.parametrize("name", [*(n for n in COMPARISONS if "fig6" not in n),
+@pytest.mark.parametrize("name", [*(n for n in COMPARISONS
+                                    if "fig6" not in n and "table1" not in n),
                                   "ormcc-fig4", "ormcc-table2"])
 def test_feedback_counts_name_cumulative_counters_the_scheme_exports(name):
     """Each feedback reference counts gauges the flow's protocol declares as cumulative."""
@@ -321,3 +324,37 @@ def test_fig6_and_table2_comparisons_carry_the_papers_values(scheme):
         assert (tput.flow, tput.paper, tput.tolerance) == (scheme, table[scheme][0], 0.3)
         assert (count.paper, count.args["counters"]) == table[scheme][1:]
         assert count.tolerance is None and count.within is None
+
+
+@pytest.mark.parametrize("scheme", sorted(GEN.SCHEMES))
+@pytest.mark.parametrize("base", ["ormcc-table1", "ormcc-table1-red"])
+def test_fig8_comparison_reads_the_tracked_receiver_per_table1_period(scheme, base):
+    """Fig. 8(b)(c)(e)(f): per Table I period, the share and the lead of the supposed CR over
+    the same seconds as ORMCC's CR shares, and the switches; the paper gives no number for
+    the baselines, so no band. The tracked id is a sender gauge the scheme exports, matched
+    against a receiver gauge (rid)."""
+    refs = resolve(f"{base}-{scheme}", "quick").experiment.references
+    ormccs = [r for r in resolve(base, "quick").experiment.references
+              if getattr(r, "measure", "") == "ormcc.cr_share"]
+    assert all(r.tolerance is None and r.within is None for r in refs)
+    receiver, sender = _counter_names(scheme)
+    for kind in ("tracking.share", "tracking.lead"):
+        mine = [r for r in refs if getattr(r, "measure", "") == kind]
+        assert [(r.args["node"], r.args["start_frac"], r.args["end_frac"], r.paper)
+                for r in mine] == [(r.args["node"], r.args["start_frac"], r.args["end_frac"],
+                                    r.paper) for r in ormccs]
+        assert [r.args["node"] for r in mine] == ["h1", "h2", "h3", "h2", "h1"]
+    switches = [r for r in refs if getattr(r, "measure", "") == "tracking.switches"]
+    assert [r.paper for r in switches] == [4]  # Table I: h1, h2, h3, h2, h1
+    # ORMCC's spec counts its CR switches under the same label, so `mcclab compare` lines
+    # the three schemes up in one row; its CR is valid only while cr_valid is set.
+    ormcc = [r for r in resolve(base, "quick").experiment.references
+             if getattr(r, "measure", "") == "tracking.switches"]
+    assert [(r.label, r.paper) for r in ormcc] == [(r.label, r.paper) for r in switches]
+    assert ormcc[0].args == {"flow": "multi", "tracked": "cr_id", "valid": "cr_valid"}
+    assert ormcc[0].tolerance is None and ormcc[0].within is None
+    for ref in refs:
+        assert ref.args["flow"] == "multi" and ref.args["tracked"] in sender
+        assert sender[ref.args["tracked"]].startswith("id of the current")
+        assert ref.args.get("rid", "rid") in receiver
+        assert "valid" not in ref.args  # -1 means none for both baselines
