@@ -1,9 +1,4 @@
-"""PGMCC's mutants: single edits of its core that its behaviour tests must catch.
-
-``make mutants`` (bench/mutants.py) applies each alone to a copy of the tree and runs
-``TESTS``; a mutant the tests do not fail on is a survivor. ``file`` is relative to this
-package; ``old`` must occur exactly once in it.
-"""
+"""PGMCC: the mutants `make mutants` applies to its core (layout: docs/protocols.md)."""
 
 from __future__ import annotations
 

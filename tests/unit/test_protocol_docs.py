@@ -1,8 +1,8 @@
-"""The protocol documents are reference, their run-by-run history is in docs/notebook/.
+"""The protocol documents are reference: no run-by-run history.
 
 A protocol doc (docs/<protocol>.md) states the scheme, the choices, a criterion table
-and the known misses; dated entries (a day, a run id, a working session) belong in
-docs/notebook/<protocol>.md, which the doc links. These tests keep the two apart.
+and the known misses; dated entries (a day, a run id, a working session) belong in the
+results folders and the project's issue notes, not in docs/.
 """
 
 import re
@@ -46,9 +46,9 @@ def test_protocol_doc_has_a_criterion_table_and_no_dated_entries(protocol: str):
         dated_lines(text))
 
 
-@pytest.mark.parametrize("protocol", PROTOCOL_DOCS)
-def test_protocol_doc_and_its_notebook_link_each_other(protocol: str):
-    notebook = DOCS / "notebook" / f"{protocol}.md"
-    assert notebook.is_file()
-    assert f"notebook/{protocol}.md" in (DOCS / f"{protocol}.md").read_text()
-    assert f"../{protocol}.md" in notebook.read_text()
+def test_no_history_folder_under_docs_and_nothing_points_into_one():
+    assert not (DOCS / "notebook").exists()
+    pointers = [str(p.relative_to(REPO)) for folder in ("docs", "experiments", "topologies", "labs")
+                for p in (REPO / folder).rglob("*") if p.is_file()
+                and p.suffix in (".md", ".yaml") and "docs/notebook" in p.read_text()]
+    assert not pointers, pointers
