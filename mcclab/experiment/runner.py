@@ -106,6 +106,9 @@ class Stopper:
     acted: int = 0  # signals already answered by raising Interrupted
     raised: bool = False
     pause_at: str | None = None
+    # (phase, CLOCK_MONOTONIC at entry), for run.json's phase_s: where a run's wall
+    # time goes besides the experiment itself (bring-up, export, analysis).
+    entered: list[tuple[str, float]] = field(default_factory=list)
 
     def handler(self, signum: int, _frame: object) -> None:
         """Note the signal; raise Interrupted where the run stops at once."""
@@ -124,9 +127,19 @@ class Stopper:
     def enter(self, phase: str) -> None:
         """Move to ``phase``; a signal noted and not yet answered stops it at once."""
         self.phase = phase
+        self.entered.append((phase, time.monotonic()))
         if phase in STOP_AT_ONCE and len(self.received) > self.acted and (
                 phase == "analysis" or not self.raised):
             self._raise()
+
+    def durations(self, now: float | None = None) -> dict[str, float]:
+        """Seconds spent in each phase entered so far (the current one up to ``now``)."""
+        now = time.monotonic() if now is None else now
+        out: dict[str, float] = {}
+        ends = [since for _, since in self.entered[1:]] + [now]
+        for (phase, since), until in zip(self.entered, ends, strict=False):
+            out[phase] = round(out.get(phase, 0.0) + until - since, 3)
+        return out
 
     def checkpoint(self, phase: str) -> None:
         """The test seam's pause point in ``phase`` (see PAUSE_ENV); nothing otherwise."""
@@ -188,6 +201,8 @@ class RunState:
     stop: Stopper = field(default_factory=Stopper)
     runner: dict[str, Any] = field(default_factory=runner_identity)
     analyse: Callable[[Path], object] | None = None  # RunOptions.analyse
+    # run.json's bring_up_steps_s: each bring-up step's end, seconds into the bring-up
+    steps: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -289,6 +304,8 @@ def _run_record(res: Resolved, st: RunState) -> dict[str, Any]:
         **({"phase": st.stop.phase} if st.status == "running" else {}),
         "interrupted_phase": first[1] if first else None,
         "signals": [{"signal": sig, "phase": phase} for sig, phase in st.stop.received],
+        "phase_s": st.stop.durations(),
+        "bring_up_steps_s": st.steps,
     }
 
 
@@ -506,7 +523,7 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
         res.topology.model_dump(mode="json"), sort_keys=False))
     _record(res, st)
     lab_opts = lab_options(exp, run_dir, options)
-    lab_opts.progress = _bring_up_progress(lab_opts.progress, stop)
+    lab_opts.progress = _bring_up_progress(lab_opts.progress, stop, st.steps)
     lab = options.lab(res.topology, lab_opts)
     launch_plan: LaunchPlan | None = None
     monitoring: Monitoring | None = None
@@ -555,11 +572,16 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
     return run_dir
 
 
-def _bring_up_progress(progress: Callable[[str, int, int], None], stop: Stopper
-                       ) -> Callable[[str, int, int], None]:
-    """The lab's progress callback, with the test pause once every router runs."""
+def _bring_up_progress(progress: Callable[[str, int, int], None], stop: Stopper,
+                       steps: dict[str, float]) -> Callable[[str, int, int], None]:
+    """The lab's progress callback, with the test pause once every router runs; each
+    step's completion goes into ``steps`` (seconds after the bring-up began)."""
     def report(step: str, done: int, total: int) -> None:
         progress(step, done, total)
+        if done == total and step not in steps:
+            began = next((t for phase, t in stop.entered if phase == "bring-up"), None)
+            if began is not None:
+                steps[step] = round(time.monotonic() - began, 3)
         if step == "starting routers" and done == total:
             stop.checkpoint("bring-up")
     return report
@@ -670,6 +692,7 @@ def _finish(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None) -> Non
             st.stop.enter("analysis")
             st.stop.checkpoint("analysis")
             _analyse(run_dir, st.analyse)
+            _record(res, st)  # with the analysis's own time in phase_s
         except Interrupted:
             # The data and the record are complete; `mcclab report` builds the rest.
             _settle(st)

@@ -257,3 +257,37 @@ def test_a_sweep_point_refused_by_preflight_points_at_no_folder(tmp_path):
     assert entry["dir"] is None and entry["status"] == "failed"
     assert "PreflightError" in entry["error"]
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]
+
+
+def test_stopper_durations_add_up_each_phase_it_entered():
+    from mcclab.experiment.runner import Stopper
+
+    stop = Stopper()
+    stop.entered = [("bring-up", 10.0), ("monitoring", 12.5), ("running", 13.0),
+                    ("export", 73.0)]
+    assert stop.durations(now=75.25) == {"bring-up": 2.5, "monitoring": 0.5,
+                                         "running": 60.0, "export": 2.25}
+    assert Stopper().durations() == {}
+
+
+def test_run_json_times_every_phase_the_run_went_through(tmp_path):
+    # an interrupted bring-up still records the phases it passed and their times, and
+    # when each bring-up step the lab reported as done ended
+    labs: list[FakeLab] = []
+
+    def up() -> None:
+        progress = labs[0].options.progress
+        progress("creating nodes", 1, 2)
+        progress("creating nodes", 2, 2)
+        progress("starting routers", 0, 1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    labs, options = run_with(tmp_path, on_up=up)
+    run = execute(resolve(str(SPEC), "quick", []), options)
+    record = read(run)
+    phases = record["phase_s"]
+    assert list(phases) == ["bring-up", "export", "teardown", "tables", "analysis"]
+    assert all(v >= 0 for v in phases.values())
+    steps = record["bring_up_steps_s"]
+    assert list(steps) == ["creating nodes"]  # the routers never all started
+    assert 0 <= steps["creating nodes"] <= phases["bring-up"]
