@@ -17,6 +17,7 @@ from rich.table import Table
 from mcclab.audit import register as register_audit_commands
 from mcclab.labs.cli import register as register_lab_commands
 from mcclab.model.loader import SpecError, load_topology
+from mcclab.testbed.cli import register as register_testbed_commands
 
 app = typer.Typer(help="Multicast congestion-control lab.", no_args_is_help=True)
 topo_app = typer.Typer(help="Inspect and validate topology files.", no_args_is_help=True)
@@ -324,6 +325,11 @@ def run(
     wait: float = typer.Option(0.0, help="seconds to wait for another lab (queued in order)"),
     fork: bool = typer.Option(True, help="start agents by forking one preloaded interpreter "
                               "(--no-fork: exec a fresh interpreter for each agent)"),
+    inventory: Path | None = typer.Option(None, help="run on allocated hosts over SSH: an "
+                                          "Ansible inventory, CloudLab manifest or Emulab node "
+                                          "list (docs/testbeds.md)"),
+    user: str | None = typer.Option(None, help="with --inventory: the login of a manifest or "
+                                    "node list"),
 ) -> None:
     """Run an experiment and write results/<experiment>/<run-id>/ with data, figures, report.
 
@@ -346,6 +352,7 @@ def run(
         err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
         raise typer.Exit(2) from None
     exp = resolved.experiment
+    hosts = _testbed_labs(inventory, resolved.topology, user) if inventory else None
     console.print(f"[bold]{exp.name}[/bold] ({profile} profile, "
                   f"{show_duration(exp.duration)}): {exp.description}", highlight=False)
     with _progress_bar() as bar:
@@ -362,10 +369,13 @@ def run(
             console.print(text, soft_wrap=True)
 
         try:
-            run_dir = execute(resolved, RunOptions(results=results.resolve(), progress=progress,
-                                                   live=live, announce=announce,
-                                                   lock_timeout=wait, fork=fork,
-                                                   analyse=build_report))
+            options = RunOptions(results=results.resolve(), progress=progress, live=live,
+                                 announce=announce, lock_timeout=wait, fork=fork,
+                                 analyse=build_report)
+            if hosts is not None:
+                # On allocated hosts: every process is exec'd over SSH (no fork server).
+                options.lab, options.started, options.fork = hosts, hosts.started, False
+            run_dir = execute(resolved, options)
         except PreflightError as exc:
             # Refused before anything was created: no results folder was left.
             err.print(f"[red]{exc}[/red]\nno run was started", highlight=False)
@@ -384,6 +394,18 @@ def run(
         err.print(f"[red]warning:[/red] {overloaded}", highlight=False)
     if record["status"] != "complete":
         raise typer.Exit(1)
+
+
+def _testbed_labs(inventory: Path, topo, user: str | None):  # noqa: ANN001, ANN202
+    """The lab factory of a run on the inventory's hosts; exits 2 if it does not map."""
+    from mcclab.testbed.inventory import InventoryError, load_inventory
+    from mcclab.testbed.lab import TestbedLabs
+
+    try:
+        return TestbedLabs(load_inventory(inventory, topo, user=user))
+    except InventoryError as exc:
+        err.print(f"[red]invalid inventory[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
 
 
 @app.command("list")
@@ -740,6 +762,7 @@ def clean(
 
 register_lab_commands(app)  # mcclab lab ..., shell, exec, capture, link (mcclab/labs/cli.py)
 register_audit_commands(app)  # mcclab audit bands (mcclab/audit.py)
+register_testbed_commands(app)  # mcclab testbed check (mcclab/testbed/cli.py)
 
 
 def main() -> None:

@@ -17,10 +17,13 @@ class Cmd:
     argv: tuple[str, ...]
     netns: str | None = None
     check: bool = True
+    # Text fed to the command's stdin (``ip -batch -``: many changes, one process).
+    input: str | None = None
 
     def __str__(self) -> str:
         where = f"[{self.netns}] " if self.netns else ""
-        return where + shlex.join(self.argv)
+        fed = "" if self.input is None else " < [" + "; ".join(self.input.splitlines()) + "]"
+        return where + shlex.join(self.argv) + fed
 
 
 def cmd(*argv: str | int | float, netns: str | None = None, check: bool = True) -> Cmd:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from mcclab.commands import Cmd
@@ -21,10 +21,23 @@ class CommandError(RuntimeError):
         super().__init__(f"command failed ({returncode}): {command}\n{output.strip()}")
 
 
-def full_argv(command: Cmd) -> list[str]:
-    """The argv that actually runs, entering the node's network namespace if needed."""
+# Node namespaces whose commands run on another machine. A lab on allocated hosts
+# (mcclab.testbed.lab) maps each node's namespace name to a function that returns
+# the local argv running a command on the node's host over SSH (``spawn``: a
+# long-lived process, which must be stoppable there). Every layer's commands and
+# processes pass through full_argv, so this is the one place they are redirected.
+# Filled while such a lab is up and emptied by its teardown; empty otherwise.
+REMOTE: dict[str, Callable[[tuple[str, ...], bool], list[str]]] = {}
+
+
+def full_argv(command: Cmd, spawn: bool = False) -> list[str]:
+    """The argv that actually runs, entering the node's network namespace if needed
+    (or reaching its host, see REMOTE; ``spawn`` marks a long-lived process)."""
     if command.netns is None:
         return list(command.argv)
+    remote = REMOTE.get(command.netns)
+    if remote is not None:
+        return remote(command.argv, spawn)
     # nsenter --net is lighter than `ip netns exec`, which also remounts /sys.
     return ["nsenter", f"--net={NETNS_DIR / command.netns}", "--", *command.argv]
 
@@ -50,7 +63,8 @@ class Runner:
             self._record(command, None)
             return ""
         proc = subprocess.run(
-            full_argv(command), capture_output=True, text=True, timeout=timeout, check=False
+            full_argv(command), input=command.input, capture_output=True, text=True,
+            timeout=timeout, check=False,
         )
         self._record(command, proc.returncode)
         if proc.returncode != 0 and command.check:

@@ -19,8 +19,8 @@ def spawn(state: LabState, command: Cmd, log: Path, what: str) -> TrackedProcess
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            full_argv(command), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            full_argv(command, spawn=True), stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )
     return state.add_process(proc.pid, what)
 

@@ -110,7 +110,7 @@ def spawn_armed(state: LabState, command: Cmd, gate: Gate, log: Path, what: str
     stdin on the gate, output to ``log``; record it in the lab's state."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
-        proc = subprocess.Popen(full_argv(command), stdin=gate.read_fd, stdout=out,
+        proc = subprocess.Popen(full_argv(command, spawn=True), stdin=gate.read_fd, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     return state.add_process(proc.pid, what)
 

@@ -76,12 +76,19 @@ def interface_cmds(node: str, iface: Interface) -> list[Cmd]:
 
 
 def route_cmds(routes: list[Route]) -> list[Cmd]:
-    """Static unicast routes."""
-    return [
-        cmd("ip", "route", "replace", str(r.dest), "via", str(r.gateway), "dev", r.dev,
-            netns=netns_name(r.node))
-        for r in routes
-    ]
+    """Static unicast routes: one ``ip -batch`` per node.
+
+    A node of a paper-size star has a route to each of some 130 subnets, and one
+    ``ip`` process per route (3 ms each) made them most of the bring-up's time
+    (18,000 routes, 54 s of 64 at n = 64). ``ip -batch`` stops at the first
+    route it cannot add, and so fails the command.
+    """
+    by_node: dict[str, list[str]] = {}
+    for r in routes:
+        by_node.setdefault(r.node, []).append(
+            f"route replace {r.dest} via {r.gateway} dev {r.dev}")
+    return [Cmd(("ip", "-batch", "-"), netns_name(node), input="\n".join(lines) + "\n")
+            for node, lines in by_node.items()]
 
 
 def host_multicast_route(node: str, ifaces: list[Interface]) -> list[Cmd]:

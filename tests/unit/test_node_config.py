@@ -78,3 +78,28 @@ def test_root_bridges_facing_the_lab_filter_reverse_paths_strictly():
         "ip link set mclctl up")
     assert "sysctl -q -w net.ipv4.conf.mclb-lan1.rp_filter=1" in lines(
         node_config.lan_bridge_cmds("lan1"))
+
+
+def test_static_routes_go_to_one_ip_batch_per_node():
+    t = topo()
+    plan = plan_addresses(t)
+    routes = plan.routes_of("h1n1")
+    assert len(routes) >= 2  # a chain: more than one subnet beyond the access link
+    out = [c for c in node_config.node_cmds(t, plan, "h1n1") if c.input is not None]
+    assert len(out) == 1
+    (batch,) = out
+    assert batch.argv == ("ip", "-batch", "-") and batch.netns == "mcl-h1n1" and batch.check
+    assert batch.input.splitlines() == [f"route replace {r.dest} via {r.gateway} dev {r.dev}"
+                                        for r in routes]
+    assert not any(c.argv[:3] == ("ip", "route", "replace") and "via" in c.argv
+                   for c in node_config.node_cmds(t, plan, "h1n1"))
+    assert node_config.route_cmds([]) == []
+
+
+def test_a_batch_command_reads_its_input_and_shows_it_in_the_transcript(tmp_path):
+    from mcclab.commands import Cmd
+    from mcclab.execute import Runner
+
+    runner = Runner(transcript=tmp_path / "t.log")
+    assert runner.run(Cmd(("cat",), input="a\nb\n")) == "a\nb\n"
+    assert (tmp_path / "t.log").read_text() == "0\tcat < [a; b]\n"

@@ -1,0 +1,265 @@
+"""A lab on allocated hosts: what ``mcclab run EXP --inventory FILE`` runs its experiment in.
+
+:class:`TestbedLab` stands in for :class:`mcclab.lab.Lab` in the experiment
+runner (``RunOptions.lab``). The testbed has made the machines and their
+links; bring-up here
+
+1. checks every host's addresses against the address plan and gives each
+   node the lab's sysctls and routes (``mcclab.testbed.hosts``);
+2. measures each host's clock offsets and writes ``clocks.json`` into the
+   run's folder (``mcclab.testbed.clocks``);
+3. starts every router's daemons on its host and waits for PIM
+   (``mcclab.testbed.routers``);
+4. claims the nodes' namespace names in ``mcclab.execute.REMOTE``, so every
+   command and process the runner starts in a node (setup commands, agents,
+   iperf3, armed starts) runs on its host over SSH, unchanged.
+
+On each host the lab keeps one folder, ``/tmp/mcclab-ssh/<lab>/`` (``REMOTE_ROOT``):
+the routers' files in ``/tmp/mcclab-ssh/<lab>/nodes/<router>/``, the started
+processes' pid files in ``/tmp/mcclab-ssh/<lab>/pids/``, and the run's files in
+``/tmp/mcclab-ssh/<lab>/run/``: an argv word naming a path in the local run
+folder is rewritten to the same path under it, session files are copied there
+before the first process starts, and each process's files are copied back at
+teardown, agents' event-log times moved onto the controller's monotonic clock
+by the host's measured offset. A process started on a host writes its process
+group to a pid file there, and teardown ends each group by it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+
+from mcclab import execute
+from mcclab.lab import LabOptions
+from mcclab.model.addressing import AddressPlan, plan_addresses
+from mcclab.model.topology import Topology
+from mcclab.net.node_config import netns_name
+from mcclab.state import LabState, destroy
+from mcclab.testbed.clocks import ClockOffset, measure_all, write_clocks
+from mcclab.testbed.hosts import configure
+from mcclab.testbed.inventory import Inventory
+from mcclab.testbed.routers import RemoteRouters
+from mcclab.testbed.ssh import SPAWN_SCRIPT, Ssh, SshError, SshRunner
+
+REMOTE_ROOT = "/tmp/mcclab-ssh"
+
+
+def shift_event_times(text: str, offset: float) -> str:
+    """An agent event log (JSON lines) with every ``t`` moved by ``-offset`` seconds:
+    from the host's monotonic clock onto the controller's."""
+    out = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if isinstance(record, dict) and isinstance(record.get("t"), int | float):
+            record["t"] = round(record["t"] - offset, 6)
+            line = json.dumps(record)
+        out.append(line)
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+class TestbedLab:
+    """The experiment's topology on the inventory's hosts, driven over SSH."""
+
+    __test__ = False  # not a pytest class, whatever its name
+
+    def __init__(self, topo: Topology, options: LabOptions, inventory: Inventory,
+                 run_dir: Path, control_dir: Path | None = None):
+        self.topo, self.options, self.inventory = topo, options, inventory
+        lab_id = options.lab_id or f"{topo.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        self.state = LabState(lab_id=lab_id)
+        self.plan: AddressPlan = plan_addresses(topo)
+        self.run_dir = run_dir  # the run's folder on the controller
+        self.remote_dir = f"{REMOTE_ROOT}/{lab_id}"
+        self._own_sockets = control_dir is None
+        self.control_dir = control_dir or Path(tempfile.mkdtemp(prefix="mcs-", dir="/tmp"))
+        self.ssh = Ssh(inventory, self.control_dir, state=self.state)
+        self.runner = SshRunner(self.ssh, transcript=self.state.path / "commands.log")
+        self.routers: RemoteRouters | None = None
+        self.features = None
+        self.links = None
+        self.link_backend = "testbed"
+        self.mininet = None
+        self.clocks: dict[str, ClockOffset] = {}
+        self._spawned: list[tuple[str, str]] = []  # (node, remote pid file)
+        self._files: dict[str, set[str]] = {}  # node -> local run files its processes name
+        self._pushed = False
+        self._down = False
+
+    def remote_path(self, local: str) -> str:
+        """Where a file of the local run folder is on every host."""
+        rel = PurePosixPath(local).relative_to(PurePosixPath(str(self.run_dir)))
+        return str(PurePosixPath(self.remote_dir) / "run" / rel)
+
+    def _rewrite(self, node: str, argv: tuple[str, ...]) -> list[str]:
+        """``argv`` for ``node``'s host: run-folder paths moved under the host's folder,
+        and a metrics address on the lab's control network moved to the host's own."""
+        prefix = str(self.run_dir) + "/"
+        control = str(self.plan.control[node].ip) + ":"
+        own = self.inventory.hosts[node].control
+        out = []
+        for word in argv:
+            if word.startswith(prefix):
+                self._files.setdefault(node, set()).add(word)
+                word = self.remote_path(word)
+            elif word.startswith(control) and own is not None:
+                word = own + ":" + word[len(control):]
+            out.append(word)
+        return out
+
+    def _push_run_files(self) -> None:
+        """Copy the run's session files to every host (once, before the first start)."""
+        if self._pushed:
+            return
+        self._pushed = True
+        sessions = self.run_dir / "sessions"
+        for node in self.inventory.hosts:
+            self.ssh.run(node, ["mkdir", "-p", self.remote_path(str(self.run_dir / "logs")),
+                                self.remote_path(str(sessions))])
+            for path in sorted(sessions.glob("*")) if sessions.is_dir() else []:
+                self.ssh.put(node, self.remote_path(str(path)), path.read_bytes())
+
+    def _argv_for(self, node: str) -> Callable[[tuple[str, ...], bool], list[str]]:
+        """The REMOTE entry of ``node``: its commands as ssh argvs."""
+        def remote(argv: tuple[str, ...], spawn: bool) -> list[str]:
+            words = self._rewrite(node, argv)
+            if not spawn:
+                return self.ssh.argv(node, words)
+            self._push_run_files()
+            pid_file = f"{self.remote_dir}/pids/{len(self._spawned)}.pgid"
+            self._spawned.append((node, pid_file))
+            return self.ssh.argv(node, ["setsid", "-w", "sh", "-c", SPAWN_SCRIPT, "mcclab",
+                                        pid_file, *words])
+        return remote
+
+    def run(self, node: str, argv: list[str], check: bool = True) -> str:
+        """Run a short command on ``node``'s host and return its stdout."""
+        return self.ssh.run(node, self._rewrite(node, tuple(argv)), check=check)
+
+    def spawn(self, node: str, argv: list[str], name: str) -> tuple[object, Path]:
+        """Not on allocated hosts: a capture's pcap would stay on the host."""
+        raise SshError(f"{name} on {node}: captures (and other lab.spawn users) are not "
+                       "supported on allocated hosts")
+
+    def up(self) -> TestbedLab:
+        """Configure the hosts, measure their clocks, start and await the routers, and
+        redirect the nodes' commands to their hosts."""
+        progress = self.options.progress
+        self.state.save()
+        try:
+            configure(self.runner, self.topo, self.plan)
+            progress("configuring hosts", 1, 1)
+            self.clocks = measure_all(self.ssh)
+            write_clocks(self.run_dir, self.clocks)
+            progress("measuring clocks", 1, 1)
+            for node in self.inventory.hosts:
+                self.ssh.run(node, ["mkdir", "-p", f"{self.remote_dir}/pids"])
+            self.routers = RemoteRouters(self.topo, self.plan, self.ssh, self.remote_dir,
+                                         self.state.path / "nodes")
+            self.routers.start(progress)
+            self.routers.wait_ready(self.options.readiness_timeout, progress)
+            for node in self.inventory.hosts:
+                execute.REMOTE[netns_name(node)] = self._argv_for(node)
+        except BaseException:
+            self.down()
+            raise
+        self.state.status = "up"
+        self.state.save()
+        return self
+
+    def _stop_spawned(self, grace: float = 3.0) -> None:
+        """End every process group started on a host (agents flush on SIGTERM)."""
+        waiters = [(node, pid_file) for node, pid_file in reversed(self._spawned)]
+        self._spawned.clear()
+        self.ssh.stop_files(waiters, grace)
+
+    def _collect(self) -> None:
+        """Copy back each host's files of the run: event logs moved onto the controller's
+        clock, marks files merged line by line."""
+        seen: dict[str, list[str]] = {}
+        for node, files in self._files.items():
+            offset = self.clocks.get(node)
+            for local in sorted(files):
+                if "/sessions/" in local:
+                    continue
+                try:
+                    text = self.ssh.get(node, self.remote_path(local)).decode(errors="replace")
+                except SshError:
+                    continue  # a process that never wrote its file
+                path = Path(local)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if local.endswith(".jsonl") and offset is not None:
+                    path.write_text(shift_event_times(text, offset.monotonic_offset_s))
+                elif local in seen:
+                    lines = seen[local] + [ln for ln in text.splitlines()
+                                           if ln not in seen[local]]
+                    seen[local] = lines
+                    path.write_text("\n".join(lines) + "\n")
+                else:
+                    seen[local] = text.splitlines()
+                    path.write_text(text)
+
+    def down(self) -> None:
+        """Stop everything on the hosts, copy the run's files back, remove the hosts' folders
+        (once: a failed bring-up tears down, and the runner's wind-up calls this again)."""
+        if self._down:
+            return
+        self._down = True
+        for node in self.inventory.hosts:
+            execute.REMOTE.pop(netns_name(node), None)
+        try:
+            with contextlib.suppress(SshError):
+                self._stop_spawned()
+            with contextlib.suppress(SshError):
+                self._collect()
+            if self.routers is not None:
+                self.routers.stop()
+                # The runner copied the lab's folder before teardown; the daemons' own
+                # logs go where it put the rest of the routers' files.
+                with contextlib.suppress(SshError):
+                    self.routers.collect(self.run_dir / "logs" / "lab-nodes")
+            for node in self.inventory.hosts:
+                with contextlib.suppress(SshError):
+                    self.ssh.run(node, ["rm", "-rf", self.remote_dir], check=False)
+        finally:
+            destroy(self.state)
+            self.ssh.close()
+            if self._own_sockets:
+                shutil.rmtree(self.control_dir, ignore_errors=True)
+
+    def __enter__(self) -> TestbedLab:
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+
+class TestbedLabs:
+    """``RunOptions.lab`` and ``RunOptions.started`` for runs on an inventory's hosts:
+    the runner names the run's folder first, then makes the lab."""
+
+    __test__ = False
+
+    def __init__(self, inventory: Inventory, control_dir: Path | None = None):
+        self.inventory = inventory
+        self.control_dir = control_dir
+        self.run_dir: Path | None = None
+
+    def started(self, run_dir: Path) -> None:
+        """The run's folder (RunOptions.started)."""
+        self.run_dir = run_dir
+
+    def __call__(self, topo: Topology, options: LabOptions) -> TestbedLab:
+        """The lab of the run (RunOptions.lab)."""
+        if self.run_dir is None:
+            raise RuntimeError("the run's folder is not known yet")
+        return TestbedLab(topo, options, self.inventory, self.run_dir, self.control_dir)
