@@ -24,6 +24,7 @@ from mcclab.net.node_config import netns_name
 from mcclab.processes import spawn
 from mcclab.routing.common import DaemonPlan
 from mcclab.routing.plan import daemon_plan
+from mcclab.routing.readiness import poll_readiness
 from mcclab.state import LabState, TrackedProcess
 
 POLL_INTERVAL = 0.05
@@ -112,28 +113,9 @@ class RouterSet:
     def wait_ready(self, timeout: float, progress=lambda *a: None) -> None:  # noqa: ANN001
         """Poll every readiness check of every router until all pass."""
         start = time.monotonic()
-        pending = {(node, i) for node, plan in self.plans.items()
-                   for i in range(len(plan.readiness))}
-        total = len(pending)
-        last: dict[tuple[str, int], str] = {}
-        while pending:
-            for node, i in sorted(pending):
-                self._check_alive(node)
-                check = self.plans[node].readiness[i]
-                out = self._probe(node, check.argv, check.in_netns)
-                last[(node, i)] = out
-                if check.predicate(out):
-                    pending.discard((node, i))
-            progress("waiting for routing", total - len(pending), total)
-            if not pending:
-                break
-            if time.monotonic() - start > timeout:
-                details = "\n".join(
-                    f"  {node}: {self.plans[node].readiness[i].name} not ready; last output: "
-                    f"{last.get((node, i), '').strip()[:300] or '(none)'}"
-                    for node, i in sorted(pending))
-                raise RoutingError(f"routing not ready after {timeout:g}s:\n{details}")
-            time.sleep(POLL_INTERVAL)
+        poll_readiness(self.plans, lambda node, check: self._probe(node, check.argv,
+                                                                   check.in_netns),
+                       self._check_alive, timeout, progress, POLL_INTERVAL, RoutingError)
         self._settle(progress)
         self.ready_after = time.monotonic() - start
 

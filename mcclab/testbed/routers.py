@@ -17,6 +17,7 @@ from mcclab.model.addressing import AddressPlan
 from mcclab.model.topology import Topology
 from mcclab.routing.common import DaemonPlan
 from mcclab.routing.plan import daemon_plan
+from mcclab.routing.readiness import poll_readiness
 from mcclab.testbed.ssh import RemoteProcess, Ssh, SshError
 
 POLL_INTERVAL = 0.1
@@ -91,27 +92,10 @@ class RemoteRouters:
         """Poll every readiness check on every router's host until all pass; the seconds
         it took."""
         start = time.monotonic()
-        pending = {(node, i) for node, plan in self.plans.items()
-                   for i in range(len(plan.readiness))}
-        total, last = len(pending), {}
-        while pending:
-            for node, i in sorted(pending):
-                self._check_alive(node)
-                check = self.plans[node].readiness[i]
-                out = self.ssh.run(node, check.argv, check=False, timeout=10)
-                last[(node, i)] = out
-                if check.predicate(out):
-                    pending.discard((node, i))
-            progress("waiting for routing", total - len(pending), total)
-            if not pending:
-                break
-            if time.monotonic() - start > timeout:
-                details = "\n".join(
-                    f"  {node}: {self.plans[node].readiness[i].name} not ready; last output: "
-                    f"{last.get((node, i), '').strip()[:300] or '(none)'}"
-                    for node, i in sorted(pending))
-                raise SshError(f"routing not ready after {timeout:g} s:\n{details}")
-            time.sleep(POLL_INTERVAL)
+        poll_readiness(self.plans,
+                       lambda node, check: self.ssh.run(node, check.argv, check=False,
+                                                        timeout=10),
+                       self._check_alive, timeout, progress, POLL_INTERVAL, SshError)
         settle = max((p.settle_s for p in self.plans.values()), default=0.0)
         time.sleep(max(0.0, settle - (time.monotonic() - start)))
         return time.monotonic() - start

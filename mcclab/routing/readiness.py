@@ -1,0 +1,46 @@
+"""Poll routers' readiness checks until every one passes: the loop the lab and the
+SSH backend share (they differ only in how a probe runs and what error they raise)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from mcclab.routing.common import DaemonPlan, ReadinessCheck
+
+Progress = Callable[[str, int, int], None]
+
+
+def poll_readiness(plans: dict[str, DaemonPlan], probe: Callable[[str, ReadinessCheck], str],
+                   check_alive: Callable[[str], None], timeout: float, progress: Progress,
+                   interval: float, error: Callable[[str], Exception]) -> float:
+    """Run every pending check of every router, round after round, until all pass.
+
+    ``probe(node, check)`` returns the check's output ('' when it could not run);
+    ``check_alive(node)`` raises when a router's daemon has died, so a crash is not
+    waited out. Past ``timeout`` seconds raises ``error(message)`` naming every check
+    still pending with its last output. Returns the seconds it took.
+    """
+    start = time.monotonic()
+    pending = {(node, i) for node, plan in plans.items() for i in range(len(plan.readiness))}
+    total = len(pending)
+    last: dict[tuple[str, int], str] = {}
+    while pending:
+        for node, i in sorted(pending):
+            check_alive(node)
+            check = plans[node].readiness[i]
+            out = probe(node, check)
+            last[(node, i)] = out
+            if check.predicate(out):
+                pending.discard((node, i))
+        progress("waiting for routing", total - len(pending), total)
+        if not pending:
+            break
+        if time.monotonic() - start > timeout:
+            details = "\n".join(
+                f"  {node}: {plans[node].readiness[i].name} not ready; last output: "
+                f"{last.get((node, i), '').strip()[:300] or '(none)'}"
+                for node, i in sorted(pending))
+            raise error(f"routing not ready after {timeout:g} s:\n{details}")
+        time.sleep(interval)
+    return time.monotonic() - start
