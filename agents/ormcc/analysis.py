@@ -18,6 +18,7 @@ from agents.ormcc import measures as om
 from mcclab.analysis import metrics
 from mcclab.analysis.figures import STYLE, save
 from mcclab.analysis.plugins import figure, measure
+from mcclab.analysis.protocols.tracking import rate_with_switches
 from mcclab.analysis.results import Run
 
 
@@ -171,15 +172,7 @@ def tracking_figure(run: Run, folder: Path, flow: str, name: str = "ormcc-tracki
     rate = om.gauge(run, flow, "rate_bps")
     if rate.empty:
         return []
-    with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(7.2, 3.6))
-        series = rate.iloc[:, 0]
-        ax.plot(series.index, series / 1e3, color="black", linewidth=0.8)
-        top = float(series.max() / 1e3)
-        for t, node in om.cr_switches(run, flow):
-            ax.axvline(t, color="grey", linestyle="--", linewidth=0.6)
-            ax.text(t, top, node, rotation=90, fontsize=7, va="top", ha="right")
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("sending rate (kbit/s)")
-        ax.set_title(f"{flow}: sending rate; dashed: CR changes")
-        return save(fig, folder, f"{name}-{flow}")
+    return rate_with_switches(rate.iloc[:, 0], list(om.cr_switches(run, flow)),
+                              "sending rate (kbit/s)",
+                              f"{flow}: sending rate; dashed: CR changes", folder,
+                              f"{name}-{flow}")

@@ -192,6 +192,23 @@ def switches(run: Run, flow: str, tracked: str, valid: str | None = None, rid: s
     return float(len(switch_times(run, flow, tracked, start, end, valid, rid)))
 
 
+def rate_with_switches(rate: pd.Series, marks: list[tuple[float, str]], ylabel: str,
+                       title: str, folder: Path, filename: str) -> list[Path]:
+    """Fig. 8's layout: ``rate`` (bit/s, indexed by time) in kbit/s, with a dashed line
+    at each ``(time, node)`` of ``marks`` and the node named at its top."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(7.2, 3.6))
+        ax.plot(rate.index, rate / 1e3, color="black", linewidth=0.8)
+        top = float(rate.max() / 1e3)
+        for t, node in marks:
+            ax.axvline(t, color="grey", linestyle="--", linewidth=0.6)
+            ax.text(t, top, node, rotation=90, fontsize=7, va="top", ha="right")
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        return save(fig, folder, filename)
+
+
 @figure("tracking.timeline")
 def timeline(run: Run, folder: Path, flow: str, tracked: str, valid: str | None = None,
              rid: str = "rid", name: str = "tracking") -> list[Path]:
@@ -204,14 +221,6 @@ def timeline(run: Run, folder: Path, flow: str, tracked: str, valid: str | None 
     changes = switch_times(run, flow, tracked, 0.0, math.inf, valid, rid)
     first = [(t, n) for t, n in tracked_nodes(run, flow, tracked, valid, rid).items()
              if n != NONE][:1]
-    with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(7.2, 3.6))
-        ax.plot(rate.index, rate / 1e3, color="black", linewidth=0.8)
-        top = float(rate.max() / 1e3)
-        for t, node in [*first, *changes]:
-            ax.axvline(t, color="grey", linestyle="--", linewidth=0.6)
-            ax.text(t, top, node, rotation=90, fontsize=7, va="top", ha="right")
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("rate at the receivers (kbit/s)")
-        ax.set_title(f"{flow}: rate; dashed: the tracked receiver ({tracked}) changes")
-        return save(fig, folder, f"{name}-{flow}")
+    return rate_with_switches(rate, [*first, *changes], "rate at the receivers (kbit/s)",
+                              f"{flow}: rate; dashed: the tracked receiver ({tracked}) changes",
+                              folder, f"{name}-{flow}")
