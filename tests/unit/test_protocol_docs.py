@@ -40,7 +40,8 @@ def test_the_dated_pattern_catches_what_a_notebook_entry_carries():
 def test_protocol_doc_has_a_criterion_table_and_no_dated_entries(protocol: str):
     text = (DOCS / f"{protocol}.md").read_text()
     headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert "## Criteria" in headings, f"{protocol}.md has no '## Criteria' section"
+    assert any(h.startswith("## Criteria") for h in headings), \
+        f"{protocol}.md has no '## Criteria' section"
     assert "## Known misses and their causes" in headings
     assert not dated_lines(text), f"{protocol}.md carries dated entries:\n" + "\n".join(
         dated_lines(text))
