@@ -1,4 +1,4 @@
-"""Static routes at paper scale: one ``ip`` process per route against one ``ip -batch`` per node.
+"""Node configuration at paper scale: one process per change against one per node.
 
     python bench/routes.py [--routes 135] [--nodes 16]
 
@@ -11,7 +11,10 @@ replace`` once per route (what the lab did), then one ``ip -batch -`` per node
 fed every route (what ``mcclab.net.node_config.route_cmds`` builds now). Both
 go through ``mcclab.execute.Runner`` as the lab's commands do. It prints the
 wall time per way, per route and per node, and checks that every namespace
-holds every route after each. Needs root. Takes about 20 s with the defaults.
+holds every route after each. Then the same for a host node's sysctls
+(``mcclab.net.node_config.sysctl_cmds``: 9 keys on a host with one
+interface): one ``sysctl`` process per key, then one per node, checking the
+values read back. Needs root. Takes about 20 s with the defaults.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcclab.commands import Cmd, cmd  # noqa: E402
+from mcclab.commands import Cmd, cmd, sysctl, sysctls  # noqa: E402
 from mcclab.execute import Runner  # noqa: E402
 
 GATEWAY = "10.254.0.1"
@@ -74,6 +77,49 @@ def batched(dests: list[str], ns: str) -> list[Cmd]:
     return [Cmd(("ip", "-batch", "-"), ns, input=lines)]
 
 
+# A host's keys as node_config sets them (values the kernel's defaults are not).
+SYSCTLS: list[tuple[str, str | int]] = [
+    ("net.ipv4.ip_forward", 0), ("net.ipv4.conf.all.rp_filter", 0),
+    ("net.ipv4.conf.default.rp_filter", 0), ("net.ipv4.igmp_max_memberships", 1024),
+    ("net.ipv4.igmp_max_msf", 1024), ("net.ipv4.icmp_ratelimit", 0),
+    ("net.ipv4.conf.d0.rp_filter", 0), ("net.ipv4.conf.d0.force_igmp_version", 3),
+    ("net.ipv4.conf.d0.igmpv3_unsolicited_report_interval", 100)]
+
+
+def sysctls_hold(ns: str) -> bool:
+    """Every key of SYSCTLS reads back its value in ``ns``."""
+    out = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", *(k for k, _ in SYSCTLS)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return out == [str(v) for _, v in SYSCTLS]
+
+
+def reset_sysctls(runner: Runner, names: list[str]) -> None:
+    """Values other than SYSCTLS', so that each way really writes."""
+    for ns in names:
+        runner.run(cmd("sysctl", "-q", "-w", "net.ipv4.igmp_max_memberships=20",
+                       "net.ipv4.conf.d0.igmpv3_unsolicited_report_interval=1000", netns=ns))
+
+
+def compare_sysctls(runner: Runner, names: list[str]) -> bool:
+    """Both ways for SYSCTLS in every namespace; True when all read back after each."""
+    ok = True
+    print(f"\n{len(names)} namespaces x {len(SYSCTLS)} sysctls")
+    print(f"{'way':<16} {'commands':>9} {'wall s':>8} {'ms/key':>9} {'ms/node':>8}")
+    for way, commands in (
+            ("one per key", [sysctl(ns, k, v) for ns in names for k, v in SYSCTLS]),
+            ("one per node", [sysctls(ns, SYSCTLS) for ns in names])):
+        reset_sysctls(runner, names)
+        began = time.monotonic()
+        runner.run_all(commands)
+        took = time.monotonic() - began
+        good = all(sysctls_hold(ns) for ns in names)
+        ok &= good
+        print(f"{way:<16} {len(commands):>9} {took:>8.2f} "
+              f"{1e3 * took / (len(names) * len(SYSCTLS)):>9.3f} {1e3 * took / len(names):>8.1f}"
+              + ("" if good else "  NOT SET"))
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run both ways; 0 when every namespace held every route after each."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -100,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{way:<16} {len(commands):>9} {took:>8.2f} {1e3 * took / total:>9.3f} "
                   f"{1e3 * took / args.nodes:>8.1f}"
                   + ("" if all(h == args.routes for h in held) else f"  MISSING: {held}"))
+        ok &= compare_sysctls(runner, names)
     finally:
         for ns in names:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)

@@ -34,3 +34,13 @@ def cmd(*argv: str | int | float, netns: str | None = None, check: bool = True) 
 def sysctl(netns: str | None, key: str, value: str | int) -> Cmd:
     """Set a sysctl inside a namespace (through /proc, which is per-netns for net.*)."""
     return cmd("sysctl", "-q", "-w", f"{key}={value}", netns=netns)
+
+
+def sysctls(netns: str | None, settings: list[tuple[str, str | int]]) -> Cmd:
+    """Set several sysctls of one namespace in one process, in the order given.
+
+    A process costs about 3 ms whatever it does, and a node of a large lab has
+    a dozen settings. ``sysctl`` still sets the keys after one that fails, and
+    then exits non-zero naming it.
+    """
+    return cmd("sysctl", "-q", "-w", *(f"{k}={v}" for k, v in settings), netns=netns)

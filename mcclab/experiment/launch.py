@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mcclab.commands import Cmd, sysctl
+from mcclab.commands import Cmd, sysctls
 from mcclab.experiment.spec import (
     Experiment,
     MulticastFlow,
@@ -29,7 +29,7 @@ from mcclab.experiment.spec import (
 from mcclab.model.addressing import AddressPlan
 from mcclab.model.tcp_models import host_sysctls
 from mcclab.net.node_config import netns_name
-from mcclab.net.tcp_window import clamp_cmds
+from mcclab.net.tcp_window import Prime, clamp_route, prime_cmd
 
 IPERF_BASE_PORT = 5201
 METRICS_BASE_PORT = 9464
@@ -146,20 +146,25 @@ def host_setup(exp: Experiment) -> list[Cmd]:
     """
     keys = sorted({(f.sender, key, value) for f in exp.flows if carries_tcp(f)
                    for key, value in host_sysctls(tcp_model(exp, f))})
-    return [sysctl(netns_name(h), key, value) for h, key, value in keys]
+    per_host: dict[str, list[tuple[str, str | int]]] = {}
+    for host, key, value in keys:
+        per_host.setdefault(host, []).append((key, value))
+    return [sysctls(netns_name(h), settings) for h, settings in per_host.items()]
 
 
 def window_setup(exp: Experiment, plan: AddressPlan, python: str = sys.executable) -> list[Cmd]:
     """The window ceilings of the TCP flows' model (``max_window``), per sender and receiver."""
     pairs = sorted({(f.sender, f.receiver, tcp_model(exp, f).max_window) for f in exp.flows
                     if carries_tcp(f) and tcp_model(exp, f).max_window is not None})
-    out: list[Cmd] = []
+    routes: list[Cmd] = []
+    primes: list[Prime] = []
     for sender, receiver, segments in pairs:
         dest = plan.address_of(receiver)
         gateway, dev = plan.next_hop(sender, dest)
-        out += clamp_cmds(netns_name(sender), netns_name(receiver), dest, gateway, dev,
-                          segments, python)
-    return out
+        routes.append(clamp_route(netns_name(sender), dest, gateway, dev, segments))
+        primes.append(Prime(netns_name(sender), netns_name(receiver), str(dest), segments))
+    # Every route first, then one primer for all pairs (tcp_window.prime_cmd).
+    return routes + ([prime_cmd(primes, python)] if primes else [])
 
 
 def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,

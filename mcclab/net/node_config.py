@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcclab.commands import Cmd, cmd, sysctl
+from mcclab.commands import Cmd, cmd, sysctl, sysctls
 from mcclab.model.addressing import AddressPlan, Interface, Route
 from mcclab.model.topology import Topology
 
@@ -42,27 +42,28 @@ def offload_cmds(ns: str | None, iface: str) -> list[Cmd]:
 
 
 def sysctl_cmds(topo: Topology, node: str, ifaces: list[Interface]) -> list[Cmd]:
-    """Per-node sysctls: forwarding, rp_filter off, IGMP limits and forced IGMP version."""
-    ns = netns_name(node)
+    """Per-node sysctls: forwarding, rp_filter off, IGMP limits and forced IGMP version.
+
+    One ``sysctl`` process sets them all (``commands.sysctls``).
+    """
     router = topo.kind_of(node) == "router"
-    out = [
-        sysctl(ns, "net.ipv4.ip_forward", 1 if router else 0),
-        sysctl(ns, "net.ipv4.conf.all.rp_filter", 0),
-        sysctl(ns, "net.ipv4.conf.default.rp_filter", 0),
-        sysctl(ns, "net.ipv4.igmp_max_memberships", IGMP_MAX_MEMBERSHIPS),
-        sysctl(ns, "net.ipv4.igmp_max_msf", IGMP_MAX_MSF),
-        sysctl(ns, "net.ipv4.icmp_ratelimit", 0),
+    out: list[tuple[str, str | int]] = [
+        ("net.ipv4.ip_forward", 1 if router else 0),
+        ("net.ipv4.conf.all.rp_filter", 0),
+        ("net.ipv4.conf.default.rp_filter", 0),
+        ("net.ipv4.igmp_max_memberships", IGMP_MAX_MEMBERSHIPS),
+        ("net.ipv4.igmp_max_msf", IGMP_MAX_MSF),
+        ("net.ipv4.icmp_ratelimit", 0),
     ]
     igmp = topo.routing.igmp
     report_ms = round(igmp.unsolicited_report_interval * 1000)
     for iface in ifaces:
         conf = f"net.ipv4.conf.{iface.name}"
-        out.append(sysctl(ns, f"{conf}.rp_filter", 0))
-        out.append(sysctl(ns, f"{conf}.force_igmp_version", igmp.version))
+        out.append((f"{conf}.rp_filter", 0))
+        out.append((f"{conf}.force_igmp_version", igmp.version))
         if not router:
-            out.append(sysctl(ns, f"{conf}.igmpv{igmp.version}_unsolicited_report_interval",
-                              report_ms))
-    return out
+            out.append((f"{conf}.igmpv{igmp.version}_unsolicited_report_interval", report_ms))
+    return [sysctls(netns_name(node), out)]
 
 
 def interface_cmds(node: str, iface: Interface) -> list[Cmd]:

@@ -11,7 +11,9 @@ reached cwnd 136, one after a connection that had closed before the route existe
 was in place stayed at 8.
 So the setup installs the route, then ``prime`` drops any older cache entry for
 the receiver's address, opens and closes one connection to it from the sender,
-and checks that the cache holds the ceiling, all before any flow starts.
+and checks that the cache holds the ceiling, all before any flow starts. One
+process primes every flow of a run (``prime_all``), entering each sender's
+namespace in turn.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from mcclab.commands import Cmd, cmd
 from mcclab.net.setns import NETNS_DIR, enter_netns, setns_fd
@@ -30,43 +33,76 @@ from mcclab.net.setns import NETNS_DIR, enter_netns, setns_fd
 PRIME_TIMEOUT_S = 5.0
 
 
+@dataclass(frozen=True)
+class Prime:
+    """One sender's ceiling towards one receiver: what the primer must leave in the cache."""
+
+    sender_ns: str
+    listener_ns: str
+    address: str
+    segments: int
+
+    def line(self) -> str:
+        """The primer's input line for this pair."""
+        return f"{self.sender_ns} {self.listener_ns} {self.address} {self.segments}"
+
+
+def clamp_route(sender_ns: str, dest: ipaddress.IPv4Address,
+                gateway: ipaddress.IPv4Address | None, dev: str, segments: int) -> Cmd:
+    """The route to ``dest`` in the sender's namespace, with a locked cwnd of ``segments``."""
+    via = ("via", str(gateway)) if gateway is not None else ()
+    return cmd("ip", "route", "replace", f"{dest}/32", *via, "dev", dev,
+               "cwnd", "lock", segments, netns=sender_ns)
+
+
+def prime_cmd(primes: list[Prime], python: str = sys.executable) -> Cmd:
+    """One process that primes every pair's cache, entering each namespace in turn.
+
+    It runs in the root namespace and reads its pairs from stdin: a Python
+    process a pair cost about 0.3 s of bring-up each (64 TCP flows on ORMCC's
+    64-leaf star took some 20 s), while the work itself is a connection and
+    two ``ip tcp_metrics`` lines.
+    """
+    return Cmd((python, "-m", "mcclab.net.tcp_window"), None, True,
+               "".join(p.line() + "\n" for p in primes))
+
+
 def clamp_cmds(sender_ns: str, receiver_ns: str, dest: ipaddress.IPv4Address,
                gateway: ipaddress.IPv4Address | None, dev: str, segments: int,
                python: str = sys.executable) -> list[Cmd]:
     """Route ``dest`` with a locked cwnd of ``segments``, then prime the metrics cache."""
-    via = ("via", str(gateway)) if gateway is not None else ()
-    return [
-        cmd("ip", "route", "replace", f"{dest}/32", *via, "dev", dev,
-            "cwnd", "lock", segments, netns=sender_ns),
-        cmd(python, "-m", "mcclab.net.tcp_window", "--listen-netns", receiver_ns,
-            "--address", dest, "--segments", segments, netns=sender_ns),
-    ]
+    return [clamp_route(sender_ns, dest, gateway, dev, segments),
+            prime_cmd([Prime(sender_ns, receiver_ns, str(dest), segments)], python)]
 
 
 def cached_cwnd(address: str) -> int | None:
-    """The cwnd the TCP metrics cache of this namespace holds for ``address``."""
+    """The cwnd the TCP metrics cache of this thread's namespace holds for ``address``."""
     out = subprocess.run(["ip", "tcp_metrics", "show", address], capture_output=True,
                          text=True, check=False).stdout.split()
     return int(out[out.index("cwnd") + 1]) if "cwnd" in out else None
 
 
-def prime(listen_netns: str, address: str, segments: int) -> None:
-    """Close one connection to ``address`` from here; fail unless the cache then holds the cap."""
-    # An entry left by an earlier connection predates the route and has no lock.
-    subprocess.run(["ip", "tcp_metrics", "delete", address], capture_output=True, check=False)
-    # The listener lives in the receiver's namespace (a socket keeps the namespace it
-    # was made in). setns(2) directly: this runs once per TCP flow at bring-up, and
-    # importing pyroute2 for it cost 125 ms a flow.
+def _listener_in(netns: str, address: str) -> socket.socket:
+    """A listening socket made inside ``netns`` (a socket keeps the namespace it was made in)."""
     here = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
-        enter_netns(NETNS_DIR / listen_netns)
+        enter_netns(NETNS_DIR / netns)
         try:
-            listener = socket.create_server((address, 0))
+            return socket.create_server((address, 0))
         finally:
             setns_fd(here, "back to the sender's namespace")
     finally:
         os.close(here)
-    with listener:
+
+
+def prime(listen_netns: str, address: str, segments: int) -> None:
+    """Close one connection to ``address`` from here; fail unless the cache then holds the cap.
+
+    "Here" is the calling thread's namespace; the ``ip`` children inherit it.
+    """
+    # An entry left by an earlier connection predates the route and has no lock.
+    subprocess.run(["ip", "tcp_metrics", "delete", address], capture_output=True, check=False)
+    with _listener_in(listen_netns, address) as listener:
         client = socket.create_connection(listener.getsockname()[:2], timeout=PRIME_TIMEOUT_S)
         conn, _ = listener.accept()
         # The sender closes first, like a finished transfer; its close fills the cache.
@@ -80,14 +116,40 @@ def prime(listen_netns: str, address: str, segments: int) -> None:
         time.sleep(0.05)
 
 
+def prime_all(primes: list[Prime]) -> None:
+    """Prime each pair from inside its sender's namespace, then return to this one."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        for p in primes:
+            enter_netns(NETNS_DIR / p.sender_ns)
+            try:
+                prime(p.listener_ns, p.address, p.segments)
+            finally:
+                setns_fd(home, "back to the primer's namespace")
+    finally:
+        os.close(home)
+
+
+def parse_primes(text: str) -> list[Prime]:
+    """The pairs of the primer's input: ``SENDER_NS LISTENER_NS ADDRESS SEGMENTS`` a line."""
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        words = line.split()
+        if len(words) != 4 or not words[3].isdigit():
+            raise SystemExit(f"tcp_window: input line {number} is not "
+                             f"'SENDER_NS LISTENER_NS ADDRESS SEGMENTS': {line!r}")
+        out.append(Prime(words[0], words[1], str(ipaddress.IPv4Address(words[2])),
+                         int(words[3])))
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Command line of ``prime`` (run inside the sender's namespace)."""
-    parser = argparse.ArgumentParser(description=prime.__doc__)
-    parser.add_argument("--listen-netns", required=True)
-    parser.add_argument("--address", required=True)
-    parser.add_argument("--segments", type=int, required=True)
-    args = parser.parse_args(argv)
-    prime(args.listen_netns, args.address, args.segments)
+    """Command line of ``prime_all``: the pairs come on stdin, one a line."""
+    parser = argparse.ArgumentParser(description=prime_all.__doc__)
+    parser.parse_args(argv)
+    prime_all(parse_primes(sys.stdin.read()))
 
 
 if __name__ == "__main__":

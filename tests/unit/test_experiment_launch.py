@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from mcclab.experiment.launch import on_off_periods, plan_launches
 from mcclab.experiment.loader import resolve
 from mcclab.experiment.spec import OnOffFlow
 from mcclab.model.addressing import plan_addresses
+from mcclab.net.tcp_window import Prime, parse_primes
 
 RUN = Path("/tmp/run")
 
@@ -131,8 +134,7 @@ def test_a_window_ceiling_is_a_locked_route_metric_and_a_primed_cache():
     # once per sender and receiver, the route before the priming connection
     assert setup == [
         f"[mcl-s2] ip route replace {dest}/32 via {gateway} dev {dev} cwnd lock 20",
-        f"[mcl-s2] py -m mcclab.net.tcp_window --listen-netns mcl-d2 --address {dest} "
-        "--segments 20",
+        f"py -m mcclab.net.tcp_window < [mcl-s2 mcl-d2 {dest} 20]",
     ]
 
 
@@ -209,3 +211,26 @@ def test_an_on_off_udp_flow_is_one_sink_and_one_source_for_the_whole_run():
     assert len(shifted) == len(periods)
     assert all(abs(x - y) < 1e-5 for s, p in zip(shifted, periods, strict=True)
                for x, y in zip(s, p, strict=True))
+
+
+def test_one_primer_process_serves_every_window_ceiling_of_a_run():
+    res = resolve("default")
+    plan = plan_addresses(res.topology)
+    exp = _with_flows(
+        {"name": "tcp", "type": "tcp", "sender": "s2", "receiver": "d2", "max_window": "20pkt"},
+        {"name": "b", "type": "tcp", "sender": "s1", "receiver": "d1", "max_window": "8pkt"})
+    setup = plan_launches(exp, plan, RUN, python="py").setup
+    primers = [c for c in setup if "mcclab.net.tcp_window" in c.argv]
+    assert len(primers) == 1 and primers[0].netns is None
+    assert setup[-1] is primers[0]  # after every route it relies on
+    lines = primers[0].input.splitlines()
+    assert lines == [f"mcl-s1 mcl-d1 {plan.address_of('d1')} 8",
+                     f"mcl-s2 mcl-d2 {plan.address_of('d2')} 20"]
+    assert parse_primes(primers[0].input) == [
+        Prime("mcl-s1", "mcl-d1", str(plan.address_of("d1")), 8),
+        Prime("mcl-s2", "mcl-d2", str(plan.address_of("d2")), 20)]
+
+
+def test_the_primer_refuses_a_malformed_line_naming_it():
+    with pytest.raises(SystemExit, match="input line 2"):
+        parse_primes("mcl-a mcl-b 10.0.0.1 20\nmcl-a mcl-b 10.0.0.1\n")

@@ -98,7 +98,7 @@ def _setup(exp: Experiment, topology) -> list[str]:
 def test_the_webrc_model_turns_recovery_off_on_the_sender_and_sets_no_ceiling():
     res = resolve("default", "quick")
     assert _setup(res.experiment, res.topology) == [
-        f"[mcl-s2] sysctl -q -w {k}={v}" for k, v in sorted(OFF)]
+        "[mcl-s2] sysctl -q -w " + " ".join(f"{k}={v}" for k, v in sorted(OFF))]
     linux = _default(tcp={"model": "linux-reno"})
     assert _setup(linux, res.topology) == []
     cubic = _default(tcp={"model": "linux-cubic"})
@@ -110,9 +110,11 @@ def test_the_webrc_model_turns_recovery_off_on_the_sender_and_sets_no_ceiling():
 def test_the_stair_model_caps_every_path_at_20_segments():
     res = resolve("stair-fig9", "quick")
     setup = _setup(res.experiment, res.topology)
-    assert [c for c in setup if "cwnd lock 20" in c] and [c for c in setup if "--segments 20" in c]
+    routes = [c for c in setup if "cwnd lock 20" in c]
+    primed = [c for c in setup if "mcclab.net.tcp_window" in c]
+    assert routes and len(primed) == 1 and primed[0].count(" 20") >= len(routes)
     assert [c for c in setup if "sysctl" in c] == [
-        f"[mcl-tsrc] sysctl -q -w {k}={v}" for k, v in sorted(OFF)]
+        "[mcl-tsrc] sysctl -q -w " + " ".join(f"{k}={v}" for k, v in sorted(OFF))]
 
 
 def _paper_model(name: str) -> str:
