@@ -84,7 +84,7 @@ class Criterion:
     kind: str  # the reference's kind, or the measure's name
     unit: str
     source: str
-    paper: float
+    paper: float | None  # None: the paper gives no number
     tolerance: float | None
     within: tuple[float, float] | None
     band: tuple[float, float] | None  # None: reported only, no verdict
@@ -116,7 +116,8 @@ def scale_of(kind: str, measure: str | None = None, flows: int = 0) -> Scale:
     return Scale("open")
 
 
-def band_load(scale: Scale, paper: float, accepted: tuple[float, float] | None) -> float | None:
+def band_load(scale: Scale, paper: float | None,
+              accepted: tuple[float, float] | None) -> float | None:
     """How much of the width rule a band uses: above 1 it can hardly fail (None: no band).
 
     * A fraction in [low, 1]: the band, clipped to that domain, may cover at most
@@ -126,7 +127,9 @@ def band_load(scale: Scale, paper: float, accepted: tuple[float, float] | None) 
     * An open-scale quantity (rate, time, count, ratio): the band may reach down to
       half and up to twice the paper value; the load is the farther end's factor
       over 2. A band reaching 0, or a paper value that is not positive, has no
-      relative width: infinite load.
+      relative width: infinite load. Without a paper value (the paper gives no
+      number; the band is ``within`` alone) the band's geometric centre stands in
+      for it, so the same rule allows a band whose ends are at most a factor 4 apart.
     """
     if accepted is None:
         return None
@@ -136,12 +139,14 @@ def band_load(scale: Scale, paper: float, accepted: tuple[float, float] | None) 
         part = max(hi - lo, 0.0) / (scale.high - scale.low)
         at_end = lo <= scale.low or hi >= scale.high
         return max(part / HALF_DOMAIN, part / ONE_SIDED if at_end else 0.0)
-    if paper <= 0 or lo <= 0:
+    if lo <= 0 or (paper is not None and paper <= 0):
         return math.inf
-    return max(paper / lo, hi / paper) / FACTOR
+    centre = math.sqrt(lo * hi) if paper is None else paper
+    return max(centre / lo, hi / centre) / FACTOR
 
 
-def hardly_fails(scale: Scale, paper: float, accepted: tuple[float, float] | None) -> str | None:
+def hardly_fails(scale: Scale, paper: float | None,
+                 accepted: tuple[float, float] | None) -> str | None:
     """Why a band can hardly fail (its :func:`band_load` is above 1), or None."""
     load = band_load(scale, paper, accepted)
     if load is None or load <= 1 + 1e-9:
@@ -156,15 +161,18 @@ def hardly_fails(scale: Scale, paper: float, accepted: tuple[float, float] | Non
             return f"covers {part:.0%} of {where}, more than half"
         end = scale.low if lo <= scale.low else scale.high
         return f"one-sided at {end:.3g} and spans {part:.0%} of {where}, more than a fifth"
-    if paper <= 0:
+    if paper is not None and paper <= 0:
         return "paper value not positive: no relative width to judge"
     if lo <= 0:
         return "reaches 0: accepts any value up to its upper bound"
+    if paper is None:
+        return (f"no paper value, and its high end is x{hi / lo:.2f} its low end, beyond "
+                f"a factor {FACTOR * FACTOR:g}")
     return (f"spans x{lo / paper:.2f} to x{hi / paper:.2f} of the paper value, beyond "
             f"a factor {FACTOR:g}")
 
 
-def near_limit(scale: Scale, paper: float, accepted: tuple[float, float] | None) -> bool:
+def near_limit(scale: Scale, paper: float | None, accepted: tuple[float, float] | None) -> bool:
     """A band that passes the width rule within 10 % of its limit (a marginal pass)."""
     load = band_load(scale, paper, accepted)
     return load is not None and 1 - MARGINAL < load <= 1 + 1e-9
@@ -330,10 +338,12 @@ audit_app = typer.Typer(help="Audit the experiments' acceptance criteria (docs/f
                         no_args_is_help=True)
 
 
-def _show(item: Criterion, value: float) -> str:
-    """A value in the quantity's unit."""
+def _show(item: Criterion, value: float | None) -> str:
+    """A value in the quantity's unit ('–' for no paper value)."""
     from mcclab.analysis.summary import format_value
 
+    if value is None:
+        return "–"
     if not math.isfinite(value):
         return "∞" if value > 0 else "-∞"
     kind = "measure" if "." in item.kind else item.kind
@@ -341,8 +351,8 @@ def _show(item: Criterion, value: float) -> str:
 
 
 def _relative(item: Criterion) -> str:
-    """The band's ends as multiples of the paper value."""
-    if item.band is None or item.paper == 0:
+    """The band's ends as multiples of the paper value ('–' without a band or paper value)."""
+    if item.band is None or not item.paper:
         return "–"
     lo, hi = (v / abs(item.paper) for v in item.band)
     return f"x{lo:.2f} – x{hi:.2f}"

@@ -18,7 +18,13 @@ from rich.text import Text
 # pyplot through figures, which selects the headless Agg backend first
 from mcclab.analysis.figures import STYLE, plt, rate_scale, save
 from mcclab.analysis.results import Run, RunError, load_run
-from mcclab.analysis.summary import Summary, format_criterion, format_value, summarise
+from mcclab.analysis.summary import (
+    Summary,
+    format_criterion,
+    format_value,
+    shown_verdict,
+    summarise,
+)
 from mcclab.model.loader import SpecError
 
 _COLOURS = {"pass": "green", "fail": "red", "n/a": "dim", "error": "magenta"}
@@ -56,7 +62,7 @@ def comparison_table(runs: list[Run], summaries: list[Summary]) -> Table:
             if q is None:
                 cells.append(Text("—", style="dim"))
             else:
-                cells.append(Text(f"{format_value(kind, q.measured, q.unit)} {q.verdict}",
+                cells.append(Text(f"{format_value(kind, q.measured, q.unit)} {shown_verdict(q)}",
                                   style=_COLOURS[q.verdict]))
         table.add_row(label, paper, format_criterion(first), *cells)
     if not keys:

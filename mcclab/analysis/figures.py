@@ -146,13 +146,15 @@ def references_figure(summary: Summary, folder: Path) -> list[Path]:
             axes[0, 0].text(0.5, 0.5, "no reference quantities", ha="center", color="grey")
         for ax, q in zip(axes.flat, quantities, strict=False):
             scale, unit = _bar_scale(q)
-            values = [q.paper / scale, (q.measured or 0) / scale]
+            # No paper value (the paper gives no number): no paper bar, and the tick says so.
+            values = [(q.paper or 0) / scale, (q.measured or 0) / scale]
             ax.bar([0, 1], values, color=["#90a4ae", colours[q.verdict]], width=0.6)
             # The acceptance band around the paper value, so a bar's verdict is visible.
             band = _band(q)
             if band is not None:
                 ax.axhspan(band[0] / scale, band[1] / scale, color="#fff3c4", zorder=0)
-            ax.set_xticks([0, 1], ["paper", "measured"])
+            ax.set_xticks([0, 1], ["paper" if q.paper is not None else "no paper\nvalue",
+                                   "measured"])
             ax.set_title(q.label, fontsize=10)
             if unit:
                 ax.set_ylabel(unit)
@@ -168,7 +170,7 @@ def references_figure(summary: Summary, folder: Path) -> list[Path]:
 def _bar_scale(q) -> tuple[float, str]:  # noqa: ANN001 (a summary Quantity)
     """Divisor and unit of a quantity's bars, matching the report table's units."""
     if q.unit == "bit/s":
-        return rate_scale(max(q.paper, q.measured or 0))
+        return rate_scale(max(q.paper or 0, q.measured or 0))
     if q.kind in PERCENT_KINDS:
         return 0.01, "%"
     if q.kind == "measure" and q.unit not in ("1", "fraction"):
@@ -179,7 +181,7 @@ def _bar_scale(q) -> tuple[float, str]:  # noqa: ANN001 (a summary Quantity)
 def _band(q) -> tuple[float, float] | None:  # noqa: ANN001 (a summary Quantity)
     """The interval a quantity must fall in (intersection when both criteria are given)."""
     low, high = -math.inf, math.inf
-    if q.tolerance is not None:
+    if q.tolerance is not None and q.paper is not None:
         low, high = q.paper - q.tolerance * abs(q.paper), q.paper + q.tolerance * abs(q.paper)
     if q.within is not None:
         low, high = max(low, q.within[0]), min(high, q.within[1])

@@ -63,7 +63,7 @@ class Row:
     source: str
     kind: str
     unit: str
-    paper: float
+    paper: float | None  # None: the paper gives no number (a range judges it)
     mean: float | None
     sd: float | None
     runs: int

@@ -26,6 +26,7 @@ from mcclab.analysis.summary import (
     format_criterion,
     format_rate,
     format_value,
+    shown_verdict,
     summarise,
 )
 from mcclab.model.tcp_models import reading_label
@@ -102,7 +103,7 @@ def _quantities(summary: Summary) -> dict[str, Any] | None:
     rows = [{"label": q.label, "kind": q.kind, "source": q.source,
              "paper": format_value(q.kind, q.paper, q.unit),
              "measured": format_value(q.kind, q.measured, q.unit),
-             "criterion": format_criterion(q), "verdict": q.verdict, "marginal": q.marginal,
+             "criterion": format_criterion(q), "verdict": shown_verdict(q), "marginal": q.marginal,
              "note": q.note}
             for q in summary.quantities]
     return {"counts": head, "rows": rows}

@@ -7,6 +7,10 @@ Each reference quantity of the spec is measured over the run's window with
 * ``tolerance: 10%`` passes when ``|measured - paper| <= 0.10 * |paper|``;
 * with both, every given criterion must hold; with neither, the verdict is
   ``n/a`` (there is nothing to judge against);
+* a ``measure`` may have no paper value (``paper`` null: the paper gives no
+  number). Then only ``within`` judges it; without ``within`` it is ``n/a``,
+  shown as "reported, no paper value" (:data:`NO_PAPER`). The spec refuses a
+  ``tolerance`` without a paper value, since it is relative to one;
 * ``n/a`` also when the quantity cannot be measured (no data for a flow,
   empty window), and ``measured`` is then ``null``;
 * ``error`` when a ``measure`` plugin raised: ``measured`` is ``null`` and
@@ -53,6 +57,8 @@ Verdict = Literal["pass", "fail", "n/a", "error"]
 MARGINAL = 0.10
 # Kinds shown as percentages; fairness and ratio read better as plain numbers.
 PERCENT_KINDS = {"share", "utilisation", "loss"}
+# Shown where the verdict would be, for a row with neither a paper value nor a range.
+NO_PAPER = "reported, no paper value"
 
 
 class Quantity(BaseModel):
@@ -61,7 +67,7 @@ class Quantity(BaseModel):
     label: str
     kind: str
     source: str
-    paper: float
+    paper: float | None = Field(description="null: the paper gives no number (a 'measure' only)")
     measured: float | None
     unit: str = Field(description="bit/s, fraction, or a measure's unit (see plugins.UNITS)")
     tolerance: float | None
@@ -105,21 +111,23 @@ class Summary(BaseModel):
         return out
 
 
-def judge(measured: float, paper: float, tolerance: float | None,
+def judge(measured: float, paper: float | None, tolerance: float | None,
           within: tuple[float, float] | None) -> Verdict:
     """The verdict for a measured value, per the rules in the module docstring."""
+    if paper is None:
+        tolerance = None  # relative to nothing; the spec refuses it, so this is a guard
     if not math.isfinite(measured) or (tolerance is None and within is None):
         return "n/a"
     ok = True
     if within is not None:
         ok &= within[0] <= measured <= within[1]
-    if tolerance is not None:
+    if tolerance is not None and paper is not None:
         # A hair of slack so that 'exactly 10% off' passes despite float rounding.
         ok &= abs(measured - paper) <= tolerance * abs(paper) * (1 + 1e-9) + 1e-12
     return "pass" if ok else "fail"
 
 
-def margin(measured: float, paper: float, tolerance: float | None,
+def margin(measured: float, paper: float | None, tolerance: float | None,
            within: tuple[float, float] | None) -> float | None:
     """How far a value sits inside its band, as a fraction of the band's half-width.
 
@@ -140,6 +148,19 @@ def margin(measured: float, paper: float, tolerance: float | None,
 def is_marginal(verdict: str, value: float | None) -> bool:
     """A pass or fail whose :func:`margin` ``value`` is within :data:`MARGINAL` of 0."""
     return verdict in ("pass", "fail") and value is not None and abs(value) < MARGINAL
+
+
+def unjudged_without_paper(paper: float | None, within: tuple[float, float] | None) -> bool:
+    """A row with no paper value and no range: reported only, never judged."""
+    return paper is None and within is None
+
+
+def shown_verdict(q: Quantity) -> str:
+    """The verdict as the reports show it: :data:`NO_PAPER` for a row with neither a
+    paper value nor a range (its ``verdict`` stays 'n/a' in the JSON), else the verdict."""
+    if q.verdict == "n/a" and unjudged_without_paper(q.paper, q.within):
+        return NO_PAPER
+    return q.verdict
 
 
 class _Measure:
@@ -300,9 +321,15 @@ def format_criterion(q: Quantity) -> str:
     return " and ".join(parts) or "none"
 
 
-def describe(kind: str, measured: float, paper: float, tolerance: float | None,
+def describe(kind: str, measured: float, paper: float | None, tolerance: float | None,
              within: tuple[float, float] | None, unit: str = "") -> str:
     """One sentence explaining the verdict, e.g. '9.4 % below the paper's value; allowed ±10 %'."""
+    if paper is None:
+        if within is None:
+            return "the paper gives no number for it, and the spec no range: reported only"
+        where = "inside" if within[0] <= measured <= within[1] else "outside"
+        return (f"the paper gives no number for it; {where} "
+                f"[{format_value(kind, within[0], unit)}, {format_value(kind, within[1], unit)}]")
     parts = []
     if paper:
         off = (measured - paper) / abs(paper)

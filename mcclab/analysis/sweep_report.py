@@ -13,7 +13,14 @@ from typing import Any
 
 from mcclab.analysis.figures import plugin_figure
 from mcclab.analysis.page import figure_items, render_page
-from mcclab.analysis.summary import Quantity, format_criterion, format_value
+from mcclab.analysis.summary import (
+    NO_PAPER,
+    Quantity,
+    format_criterion,
+    format_value,
+    shown_verdict,
+    unjudged_without_paper,
+)
 from mcclab.analysis.sweep import Sweep, SweepPoint, load_sweep
 from mcclab.analysis.trials import TRIAL_KEY, is_trials, trials_table, write_trials_csv
 from mcclab.model.tcp_models import model
@@ -55,7 +62,7 @@ def _cell(q: Quantity | None) -> dict[str, Any] | None:
     """A measured value with its verdict (None: the run has no such quantity)."""
     if q is None:
         return None
-    return {"value": format_value(q.kind, q.measured, q.unit), "verdict": q.verdict,
+    return {"value": format_value(q.kind, q.measured, q.unit), "verdict": shown_verdict(q),
             "error": q.error}
 
 
@@ -87,7 +94,8 @@ def _table(sweep: Sweep) -> dict[str, Any] | None:
         first = _first(sweep, label)
         columns.append({"label": label, "paper": None} if first is None else
                        {"label": label,
-                        "paper": format_value(first.kind, first.paper, first.unit),
+                        "paper": ("no paper value" if first.paper is None else
+                                  "paper " + format_value(first.kind, first.paper, first.unit)),
                         "criterion": format_criterion(first)})
     rows = []
     for point in sweep.points:
@@ -114,8 +122,13 @@ def _trials(sweep: Sweep) -> dict[str, Any] | None:
         extra = "".join(f", {n} {what}" for n, what in ((row["missing"], "missing"),
                                                         (row["overloaded"], "overloaded"))
                         if n)
+        first = _first(sweep, row["label"])
+        verdict = row["verdict"]
+        if verdict == "n/a" and first is not None and unjudged_without_paper(first.paper,
+                                                                             first.within):
+            verdict = NO_PAPER
         rows.append({"groups": [row[k] for k in groups], "label": row["label"],
-                     "runs": row["runs"], "extra": extra, "verdict": row["verdict"], **shown})
+                     "runs": row["runs"], "extra": extra, "verdict": verdict, **shown})
     return {"swept": groups, "rows": rows}
 
 

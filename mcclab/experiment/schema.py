@@ -79,8 +79,9 @@ def experiment_schema() -> dict[str, Any]:
             props[key] = _templated(props[key])
         props["count"] = COUNT
     measure = defs["MeasureRef"]["properties"]
-    measure["paper"] = {"anyOf": [{"type": "number"}, {"type": "string"}],
-                        "description": "in the measure's unit, e.g. 0.2s"}
+    measure["paper"] = {"anyOf": [{"type": "number"}, {"type": "string"}, {"type": "null"}],
+                        "description": "in the measure's unit, e.g. 0.2s; left out where "
+                                       "the paper gives no number"}
     measure["within"] = {"anyOf": [{"type": "array", "minItems": 2, "maxItems": 2,
                                     "items": {"type": ["number", "string"]}}, {"type": "null"}],
                          "description": "[low, high] in the measure's unit"}

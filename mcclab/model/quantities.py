@@ -143,12 +143,28 @@ class MeasureRef(_Reference):
     measure or an argument it does not take fails at load time. ``paper`` and
     the bounds of ``within`` are written with the measure's unit ('0.2s';
     bare numbers or percentages for dimensionless measures).
+
+    ``paper`` may be left out where the paper gives no number (a baseline the text
+    only describes): the row is then reported without a paper value, judged by
+    ``within`` alone if it has one, and refused with a ``tolerance``, which is
+    relative to a paper value.
     """
 
     kind: Literal["measure"]
     measure: str = Field(description="plugin name, e.g. 'webrc.artt'")
     args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments")
-    paper: float
+    paper: float | None = Field(
+        None, description="the paper's value; omitted where the paper gives no number (the "
+        "row is reported without one, and judged only by 'within' if it has one)")
+
+    @model_validator(mode="after")
+    def _tolerance_needs_paper(self) -> MeasureRef:
+        # A relative tolerance is a band around the paper's value: without one there is
+        # nothing to be relative to, and a silent n/a would hide the mistake.
+        if self.paper is None and self.tolerance is not None:
+            raise ValueError("tolerance: a relative tolerance needs a paper value; give "
+                             "'paper', or judge by 'within' alone")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -193,11 +209,11 @@ class MeasureRef(_Reference):
         return get_measure(self.measure).unit
 
     @field_serializer("paper")
-    def _write_paper(self, value: float) -> Any:
+    def _write_paper(self, value: float | None) -> Any:
         """Back to the unit-bearing form, so a dumped spec validates again."""
         from mcclab.model.plugins import UNITS
 
-        return UNITS[self.unit].write(value)
+        return None if value is None else UNITS[self.unit].write(value)
 
     @field_serializer("within")
     def _write_within(self, value: tuple[float, float] | None) -> Any:
@@ -207,15 +223,20 @@ class MeasureRef(_Reference):
         return None if value is None else [UNITS[self.unit].write(v) for v in value]
 
 
-def accepted_band(paper: float, tolerance: float | None,
+def accepted_band(paper: float | None, tolerance: float | None,
                   within: tuple[float, float] | None) -> tuple[float, float] | None:
     """The values a criterion accepts: the tolerance's interval around ``paper``, the
     ``within`` range, or their intersection when it has both (the verdict needs both);
-    None when it has neither (reported only). Either end may be infinite."""
+    None when it has neither (reported only). Either end may be infinite.
+
+    Without a paper value (``paper`` None) a tolerance has nothing to be relative to
+    and is ignored (the spec refuses that pair); the band is ``within``'s alone."""
+    if paper is None:
+        tolerance = None
     if tolerance is None and within is None:
         return None
     lo, hi = -math.inf, math.inf
-    if tolerance is not None:
+    if tolerance is not None and paper is not None:
         lo, hi = paper - tolerance * abs(paper), paper + tolerance * abs(paper)
     if within is not None:
         lo, hi = max(lo, within[0]), min(hi, within[1])

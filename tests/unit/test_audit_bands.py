@@ -240,6 +240,57 @@ def test_synthetic_tree_flags(tmp_path):
     assert (c["no-source"], c["unmarked"], c["wide"], c["wide open"]) == (1, 2, 2, 1)
 
 
+@pytest.mark.parametrize(("accepted", "wide", "near"), [
+    (None, False, False),          # reported only: nothing to fail
+    ((0.7, 1.3), False, False),    # ends x1.86 apart, around their centre 0.95
+    ((0.5, 2.0), False, True),     # ends x4 apart: x2 either way of the centre, the limit
+    ((0.4, 2.0), True, False),     # x5 apart
+    ((0.0, 2.0), True, False),     # reaches 0
+])
+def test_open_rule_without_a_paper_value_reads_the_range_about_its_centre(accepted, wide, near):
+    assert (hardly_fails(OPEN, None, accepted) is not None) is wide
+    assert near_limit(OPEN, None, accepted) is near
+    assert hardly_fails(FRACTION, None, (0.2, 0.75)) is not None  # the fraction rule as before
+
+
+def _ratio(label: str, **criterion: object) -> dict:
+    return {"kind": "measure", "label": label, "source": "Fig. 4(b): no value in the text",
+            "measure": "ormcc.leaf_ratio", "args": {"numerator": "webrc", "flows": ["webrc"]},
+            **criterion}
+
+
+def test_measure_without_paper_value_is_reported_not_flagged(tmp_path):
+    """No paper value and no range: reported only, not 'a band that can hardly fail'."""
+    _spec(tmp_path, "epsilon", [
+        _ratio("reported"),
+        _ratio("ranged", within=[0.7, 1.3]),
+        _ratio("too wide", within=[0.1, 1.3]),
+        _ratio("ideal", paper=1.0, within=[0.7, 1.3]),
+    ])
+    items, errors = collect(tmp_path)
+    assert errors == []
+    found = {i.label: i for i in items}
+    reported = found["reported"]
+    assert (reported.paper, reported.band, reported.judged, reported.flags) == (
+        None, None, False, [])
+    assert (found["ranged"].paper, found["ranged"].band, found["ranged"].flags) == (
+        None, (0.7, 1.3), [])
+    assert found["too wide"].flags == ["wide"] and "no paper value" in found["too wide"].wide
+    assert found["ideal"].paper == 1.0 and found["ideal"].flags == []
+    assert counts(items)["judged"] == 3
+
+
+def test_command_shows_no_paper_value_as_a_dash(tmp_path, monkeypatch):
+    _spec(tmp_path, "zeta", [_ratio("reported"), _ratio("ranged", within=[0.7, 1.3])])
+    monkeypatch.setattr("mcclab.audit.collect", lambda: collect(tmp_path))
+    monkeypatch.setattr("mcclab.audit.load_allowlist", lambda: [])
+    result = CliRunner().invoke(app, ["audit", "bands", "--all"])
+    assert result.exit_code == 0, result.output
+    lines = [x for x in result.output.splitlines() if "zeta" in x]
+    assert lines and all("–" in x for x in lines)
+    assert any("reported only" in x for x in lines)
+
+
 def test_profiles_that_change_a_band_give_two_rows(tmp_path):
     path = _spec(tmp_path, "gamma", [_util("u", "Fig. 1", within=[0.85, 1.0])])
     text = path.read_text().replace("set: {duration: 30s}",

@@ -87,8 +87,9 @@ def test_fig4_has_one_tcp_and_one_single_receiver_ormcc_per_leaf(n, profile):
             "multicast", "ormcc", f"s{i}", [f"h{i}"])
         assert (tcp.type, tcp.sender, tcp.receiver) == ("tcp", f"s{i}", f"h{i}")
     leaf_ratios = [r for r in exp.references if getattr(r, "measure", "") == "ormcc.leaf_ratio"]
-    assert len(leaf_ratios) == 6
-    assert all(r.args["flows"] == [f"tcp{i}" for i in range(1, n + 1)] for r in leaf_ratios)
+    assert len(leaf_ratios) == 7
+    over = {tuple(r.args["flows"]) for r in leaf_ratios}
+    assert over == {tuple(f"{f}{i}" for i in range(1, n + 1)) for f in ("tcp", "uni")}
     assert all(f"over the {n} receivers" in r.label for r in leaf_ratios)
     ratios = {(r.numerator, r.denominator, r.node) for r in exp.references if r.kind == "ratio"}
     assert ratios == {(num, f"tcp{i}", f"h{i}") for i in (1, n) for num in ("multi", f"uni{i}")}
@@ -280,6 +281,8 @@ def test_fig4_comparison_reports_without_bands_and_counts_by_kind(n, scheme):
     assert all(r.tolerance is None and r.within is None for r in exp.references)
     ratios = [r for r in exp.references if getattr(r, "measure", "") == "ormcc.leaf_ratio"]
     assert len(ratios) == 5 and all(f"over the {n} receivers" in r.label for r in ratios)
+    # The paper gives the baselines' ratios no number: 1.0 is an ideal, not a paper value.
+    assert all(r.paper is None for r in ratios)
     counts = {r.label: (r.args["counters"], r.paper) for r in exp.references
               if getattr(r, "measure", "") == "feedback.count"}
     sent = counts["feedback packets sent by the multicast flow's receivers (whole run)"]
@@ -294,6 +297,23 @@ def test_fig4_comparison_reports_without_bands_and_counts_by_kind(n, scheme):
     else:
         assert sent == (["fb_sent"], 5344) and got == (["fb_rx"], 5344)
     assert "trials" not in exp.sweeps  # the paper's one "typical" simulation
+
+
+@pytest.mark.parametrize("n", GEN.FIG4_SIZES)
+def test_ormcc_fig4_judges_drop_to_zero_with_the_comparisons_measure(n):
+    """Table III's drop-to-zero: ORMCC's spec measures multicast over single-receiver with
+    the arguments of the baselines' row, judged by Fig. 4(a)'s band of its other ratios."""
+    stem = fig4_name(n)
+    refs = resolve(stem, "quick").experiment.references
+    mine = [r for r in refs if getattr(r, "measure", "") == "ormcc.leaf_ratio"
+            and r.args["numerator"] == "multi" and r.args["flows"][0] == "uni1"]
+    assert len(mine) == 1
+    tcp_band = {r.within for r in refs if r.kind == "ratio"}
+    assert (mine[0].paper, {mine[0].within}) == (1.0, tcp_band)
+    for scheme in GEN.SCHEMES:
+        theirs = next(r for r in resolve(f"{stem}-{scheme}", "quick").experiment.references
+                      if "multicast / single-receiver" in r.label)
+        assert (theirs.measure, theirs.args) == (mine[0].measure, mine[0].args)
 
 
 def test_ormcc_fig4_reports_its_feedback_under_the_comparisons_labels():

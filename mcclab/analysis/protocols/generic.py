@@ -147,8 +147,10 @@ def sweep_quantity(sweep: Sweep, folder: Path, label: str, x: str | None = None,
             colour = f"C{i % 10}"
             tag = f"{by}={value}" if by is not None else "measured"
             ax.plot(xs, part["measured"].astype(float) / scale, "o-", color=colour, label=tag)
-            ax.plot(xs, part["paper"].astype(float) / scale, "--", color=colour, lw=0.9,
-                    alpha=0.7, label=None if by is not None else "paper")
+            papers = part["paper"].astype(float)  # NaN where the paper gives no number
+            if papers.notna().any():
+                ax.plot(xs, papers / scale, "--", color=colour, lw=0.9,
+                        alpha=0.7, label=None if by is not None else "paper")
         if numbers is None:
             ax.set_xticks(range(len(categories)), [str(c) for c in categories])
             ax.set_xlim(-0.5, len(categories) - 0.5)
@@ -189,8 +191,9 @@ def trials_quantity(sweep: Sweep, folder: Path, label: str, name: str | None = N
             if math.isfinite(sd):
                 ax.axhspan((mean - sd) / scale, (mean + sd) / scale, color="C0", alpha=0.15,
                            label="±1 sd")
-            ax.axhline(float(stats["paper"].iloc[0]) / scale, color="k", ls="--", lw=0.9,
-                       label="paper")
+            paper = stats["paper"].iloc[0]
+            if paper is not None and math.isfinite(float(paper)):  # none: no paper value
+                ax.axhline(float(paper) / scale, color="k", ls="--", lw=0.9, label="paper")
             ax.legend(fontsize=9)
         else:
             ax.text(0.5, 0.5, f"no run measured {label!r}", transform=ax.transAxes,
