@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 from mcclab.commands import Cmd
 from mcclab.net.setns import NETNS_DIR
@@ -21,34 +22,58 @@ class CommandError(RuntimeError):
         super().__init__(f"command failed ({returncode}): {command}\n{output.strip()}")
 
 
-# Node namespaces whose commands run on another machine. A lab on allocated hosts
-# (mcclab.testbed.lab) maps each node's namespace name to a function that returns
-# the local argv running a command on the node's host over SSH (``spawn``: a
-# long-lived process, which must be stoppable there). Every layer's commands and
-# processes pass through full_argv, so this is the one place they are redirected.
-# Filled while such a lab is up and emptied by its teardown; empty otherwise.
-REMOTE: dict[str, Callable[[tuple[str, ...], bool], list[str]]] = {}
+class RemoteCommand(Protocol):
+    """How the commands of one node reach the machine that is that node.
+
+    Called with a command's argv and whether it is a long-lived process
+    (``spawn``, which must stay stoppable there); returns the local argv that
+    runs it on that machine (for a testbed host, ``ssh OPTIONS -- HOST 'ARGV'``).
+    """
+
+    def __call__(self, argv: tuple[str, ...], spawn: bool) -> list[str]:
+        """The local argv running ``argv`` on the node's machine."""
+        ...
 
 
-def full_argv(command: Cmd, spawn: bool = False) -> list[str]:
-    """The argv that actually runs, entering the node's network namespace if needed
-    (or reaching its host, see REMOTE; ``spawn`` marks a long-lived process)."""
+# Namespace name (``mcl-<node>``) -> how its commands reach the node's machine. The
+# lab that owns the machines hands this to its Runner, as LabOptions.network_backend
+# hands a lab its network backend: a namespace absent from it is a local one.
+RemoteRoutes = Mapping[str, RemoteCommand]
+
+
+def full_argv(command: Cmd, spawn: bool = False,
+              remote: RemoteRoutes | None = None) -> list[str]:
+    """The argv that actually runs ``command``: entering its node's network namespace
+    here, or reaching the node's machine through ``remote`` when it names the
+    namespace (``spawn`` marks a long-lived process)."""
     if command.netns is None:
         return list(command.argv)
-    remote = REMOTE.get(command.netns)
-    if remote is not None:
-        return remote(command.argv, spawn)
+    route = remote.get(command.netns) if remote is not None else None
+    if route is not None:
+        return route(command.argv, spawn)
     # nsenter --net is lighter than `ip netns exec`, which also remounts /sys.
     return ["nsenter", f"--net={NETNS_DIR / command.netns}", "--", *command.argv]
 
 
 class Runner:
-    """Executes Cmd values, logging every line to an optional transcript file."""
+    """Executes Cmd values, logging every line to an optional transcript file.
 
-    def __init__(self, transcript: Path | None = None, dry_run: bool = False):
+    ``remote`` routes the commands of some namespaces to other machines (see
+    :data:`RemoteRoutes`); the lab that owns those machines passes it in and may
+    fill or empty it while it is up. Without it every namespace is local.
+    """
+
+    def __init__(self, transcript: Path | None = None, dry_run: bool = False,
+                 remote: RemoteRoutes | None = None):
         self.transcript = transcript
         self.dry_run = dry_run
+        self.remote: RemoteRoutes = remote if remote is not None else {}
         self.history: list[Cmd] = []
+
+    def argv(self, command: Cmd, spawn: bool = False) -> list[str]:
+        """The local argv that runs ``command`` where this runner sends it (``spawn``: a
+        long-lived process, see :func:`mcclab.processes.spawn`)."""
+        return full_argv(command, spawn, self.remote)
 
     def _record(self, command: Cmd, rc: int | None) -> None:
         """Append one line to the transcript."""
@@ -63,7 +88,7 @@ class Runner:
             self._record(command, None)
             return ""
         proc = subprocess.run(
-            full_argv(command), input=command.input, capture_output=True, text=True,
+            self.argv(command), input=command.input, capture_output=True, text=True,
             timeout=timeout, check=False,
         )
         self._record(command, proc.returncode)

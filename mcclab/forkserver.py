@@ -47,6 +47,7 @@ from setproctitle import setproctitle
 
 from agents.runtime.registry import protocol_packages
 from mcclab.commands import Cmd
+from mcclab.execute import Runner
 from mcclab.net.setns import NETNS_DIR, enter_netns
 from mcclab.processes import spawn
 from mcclab.state import LabState, TrackedProcess, kill_group
@@ -230,16 +231,19 @@ class ForkServer:
 
 
 def start_tool(state: LabState, server: ForkServer | None, argv: Sequence[str], netns: str,
-               log: Path, what: str) -> TrackedProcess:
+               log: Path, what: str, runner: Runner | None = None) -> TrackedProcess:
     """Start ``argv`` in the namespace named ``netns``, output to ``log``; record it.
 
-    ``server`` forks it when it is a forkable module; otherwise (no server, or
-    another program such as iperf3) it is executed as its own session.
+    ``server`` forks it when it is a forkable module in a namespace of this machine;
+    otherwise (no server, another program such as iperf3, or a namespace ``runner``
+    routes to another machine) it is executed as its own session, where ``runner``
+    (the lab's) sends it.
     """
-    target = forkable(argv) if server is not None else None
+    here = runner is None or netns not in runner.remote
+    target = forkable(argv) if server is not None and here else None
     if server is not None and target is not None:
         return server.spawn(state, *target, NETNS_DIR / netns, log, what)
-    return spawn(state, Cmd(tuple(argv), netns), log, what)
+    return spawn(state, Cmd(tuple(argv), netns), log, what, runner=runner)
 
 
 if __name__ == "__main__":

@@ -295,7 +295,8 @@ class Lab:
         Its output goes to ``<lab>/logs/<name>.log``, returned with the handle.
         """
         log = self.state.path / "logs" / f"{name}.log"
-        proc = spawn(self.state, Cmd(tuple(argv), node_config.netns_name(node)), log, name)
+        proc = spawn(self.state, Cmd(tuple(argv), node_config.netns_name(node)), log, name,
+                     runner=self.runner)
         return proc, log
 
     def run(self, node: str, argv: list[str], check: bool = True) -> str:

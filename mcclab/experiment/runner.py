@@ -383,7 +383,8 @@ def _start(lab: Lab, launch: Launch, st: RunState, index: int) -> None:
     elif launch.role == "source":
         # An on/off UDP source keeps the run's schedule however late it was forked.
         argv = (*argv, "--t0", f"{st.t0:.6f}")
-    proc = start_tool(lab.state, st.forks, argv, netns_name(launch.node), out, what)
+    proc = start_tool(lab.state, st.forks, argv, netns_name(launch.node), out, what,
+                      runner=lab.runner)
     st.running[index] = proc
     if launch.role == "server":
         st.iperf[launch.flow] = IperfWatch(out)
@@ -402,7 +403,7 @@ def _start_listeners(lab: Lab, lp: LaunchPlan, st: RunState, indices: list[int])
         launch = lp.launches[i]
         out = Path(launch.log)
         proc = start_tool(lab.state, st.forks, launch.argv, netns_name(launch.node), out,
-                          f"flow {launch.flow} {launch.role} {launch.node}")
+                          f"flow {launch.flow} {launch.role} {launch.node}", runner=lab.runner)
         st.running[i] = proc
         st.iperf[launch.flow] = IperfWatch(out)
         waiting[launch.flow] = (proc, out)
@@ -431,7 +432,8 @@ def _starter(lab: Lab, lp: LaunchPlan, st: RunState) -> Starter:
         argv = armed_argv(launch.argv, delay, str(i), marks)
         st.running[i] = spawn_armed(lab.state, Cmd(argv, netns_name(launch.node)), gate,
                                     Path(launch.log),
-                                    f"flow {launch.flow} {launch.role} {launch.node}")
+                                    f"flow {launch.flow} {launch.role} {launch.node}",
+                                    runner=lab.runner)
 
     return Starter(lp.launches, time.monotonic,
                    lambda indices: _start_listeners(lab, lp, st, indices), arm, gate.release,
@@ -532,18 +534,23 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
         stop.enter("bring-up")
         _record(res, st)
         lab.up()
+        _step_done(stop, st.steps, "lab up")
         write_json_atomic(run_dir / "env.json", environment(lab))
+        _step_done(stop, st.steps, "environment recorded")
         launch_plan = plan_launches(exp, lab.plan, run_dir)
         st.agents = launch_plan.agents
         for path, content in launch_plan.files.items():
             Path(path).write_text(content)
+        _step_done(stop, st.steps, "launches planned")
         lab.runner.run_all(launch_plan.setup)
+        _step_done(stop, st.steps, "setup commands")
         start_captures(lab, exp, run_dir)  # pcaps in captures/; teardown stops them
         tools = {target[0] for launch in launch_plan.launches
                  if (target := forkable(launch.argv)) is not None}
         if options.fork and tools:
             st.forks = ForkServer.start(lab.state, preload(tools),
                                         run_dir / "logs" / "forkserver.log")
+        _step_done(stop, st.steps, "captures and fork server")
         stop.enter("monitoring")
         _record(res, st)
         monitoring = start_monitoring(lab, run_dir, exp, launch_plan)
@@ -578,13 +585,20 @@ def _bring_up_progress(progress: Callable[[str, int, int], None], stop: Stopper,
     step's completion goes into ``steps`` (seconds after the bring-up began)."""
     def report(step: str, done: int, total: int) -> None:
         progress(step, done, total)
-        if done == total and step not in steps:
-            began = next((t for phase, t in stop.entered if phase == "bring-up"), None)
-            if began is not None:
-                steps[step] = round(time.monotonic() - began, 3)
+        if done == total:
+            _step_done(stop, steps, step)
         if step == "starting routers" and done == total:
             stop.checkpoint("bring-up")
     return report
+
+
+def _step_done(stop: Stopper, steps: dict[str, float], step: str) -> None:
+    """Note in ``steps`` when ``step`` ended, in seconds after the bring-up began (once)."""
+    if step in steps:
+        return
+    began = next((t for phase, t in stop.entered if phase == "bring-up"), None)
+    if began is not None:
+        steps[step] = round(time.monotonic() - began, 3)
 
 
 def _wind_up(lab: Lab, res: Resolved, st: RunState, lp: LaunchPlan | None,

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mcclab.commands import Cmd
-from mcclab.execute import full_argv
+from mcclab.execute import Runner, full_argv
 from mcclab.state import LabState, TrackedProcess
 
 # Roles started before the clock when planned at 0, and waited for together.
@@ -104,13 +104,16 @@ class Gate:
         self.read_fd = self.write_fd = -1
 
 
-def spawn_armed(state: LabState, command: Cmd, gate: Gate, log: Path, what: str
-                ) -> TrackedProcess:
+def spawn_armed(state: LabState, command: Cmd, gate: Gate, log: Path, what: str,
+                runner: Runner | None = None) -> TrackedProcess:
     """Start an armed wrapper (``command`` from :func:`armed_argv`) in its own session,
-    stdin on the gate, output to ``log``; record it in the lab's state."""
+    stdin on the gate, output to ``log``; record it in the lab's state. ``runner``
+    (the lab's) decides where it runs; without one, here."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    argv = (runner.argv(command, spawn=True) if runner is not None
+            else full_argv(command, spawn=True))
     with log.open("ab") as out:
-        proc = subprocess.Popen(full_argv(command, spawn=True), stdin=gate.read_fd, stdout=out,
+        proc = subprocess.Popen(argv, stdin=gate.read_fd, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     return state.add_process(proc.pid, what)
 

@@ -275,7 +275,7 @@ class UserspaceEmulation(LinkEmulation):
             argv = userspace.emulator_argv(self.binary, emu.config, emu.stats, spin,
                                            self.rt_priority)
             emu.proc = spawn(self.state, Cmd(tuple(argv), emu.placed[0][1].netns), emu.log,
-                             f"linkemu {emu.node}")
+                             f"linkemu {emu.node}", runner=self.runner)
             self.emulators[emu.node] = emu
         total = len(wanted)
         for done, emu in enumerate(starting, total - len(starting) + 1):

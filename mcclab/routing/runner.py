@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from mcclab.commands import Cmd
-from mcclab.execute import Runner, full_argv
+from mcclab.execute import Runner
 from mcclab.model.addressing import AddressPlan
 from mcclab.model.topology import Topology
 from mcclab.net.node_config import netns_name
@@ -81,7 +81,7 @@ class RouterSet:
                     self._wait_for_path(Path(plan.await_paths[j]), node)
                 log = self.node_dir(node) / f"{Path(argv[0]).name}-{j}.out"
                 proc = spawn(self.state, Cmd(tuple(argv), netns_name(node)), log,
-                             f"{plan.backend} {node}")
+                             f"{plan.backend} {node}", runner=self.runner)
                 self.procs[node].append((proc, log))
             progress("starting routers", i, len(routers))
 
@@ -104,7 +104,7 @@ class RouterSet:
         """Run a readiness probe and return its stdout ('' on failure)."""
         command = Cmd(tuple(argv), netns_name(node) if in_netns else None, check=False)
         try:
-            out = subprocess.run(full_argv(command), capture_output=True, text=True,
+            out = subprocess.run(self.runner.argv(command), capture_output=True, text=True,
                                  timeout=5, check=False)
         except subprocess.TimeoutExpired:
             return ""

@@ -1,6 +1,7 @@
-"""``mcclab testbed check``: an inventory against an experiment, and the hosts behind it.
+"""``mcclab testbed check`` and ``provision``: an inventory against an experiment, the hosts
+behind it, and provisioning them with the project's playbook (``mcclab.testbed.provision``).
 
-Read-only: it maps the experiment's nodes to the inventory's hosts (refusing
+``check`` is read-only: it maps the experiment's nodes to the inventory's hosts (refusing
 what does not map), logs in to every host over SSH, checks that each carries
 its planned addresses on the planned interfaces, and measures its clock
 offsets. Nothing on the hosts is changed.
@@ -17,8 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-testbed_app = typer.Typer(help="Allocated hosts: check an inventory against an experiment "
-                          "(docs/testbeds.md).", no_args_is_help=True)
+testbed_app = typer.Typer(help="Allocated hosts: check an inventory against an experiment, "
+                          "provision its hosts (docs/testbeds.md).", no_args_is_help=True)
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
 
@@ -85,6 +86,72 @@ def check(
         console.print(table)
     if bad:
         raise typer.Exit(1)
+
+
+@testbed_app.command("provision")
+def provision(
+    experiment: str | None = typer.Argument(
+        None, help="experiment whose nodes to provision (default: every host of the file)"),
+    inventory: Path = typer.Option(..., "--inventory", "-i",
+                                   help="Ansible inventory (INI or YAML), CloudLab manifest "
+                                   "RSpec or Emulab node list"),
+    check: bool = typer.Option(False, "--check",
+                               help="Ansible's check mode: report what would change, change "
+                               "nothing"),
+    profile: str = typer.Option("quick", help="quick or paper"),
+    user: str | None = typer.Option(None, help="login of a manifest or node list"),
+    port: int = typer.Option(22, help="SSH port of a node list's hosts"),
+    tags: str = typer.Option("", help="only the playbook's tasks with these tags "
+                             "(comma-separated)"),
+    repo: str | None = typer.Option(None, help="the mcclab checkout's path on the hosts "
+                                    "(default: this checkout's path)"),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="print the Ansible inventory and the command only"),
+) -> None:
+    """Provision the inventory's hosts with the project's playbook (ansible/site.yml) over SSH.
+
+    The hosts get the logins, keys, ports and host-key policy of the inventory.
+    Ansible's output streams as it runs; a failure ends with one line naming the
+    host. Exits 2 when the inventory is refused, 1 when a host fails.
+    """
+    import shlex
+
+    from mcclab.experiment.loader import resolve
+    from mcclab.model.loader import SpecError
+    from mcclab.testbed.inventory import InventoryError, load_inventory
+    from mcclab.testbed.provision import INVENTORY_FILE, ProvisionError, plan_provision, run_plan
+
+    try:
+        topo = resolve(experiment, profile).topology if experiment else None
+        inv = load_inventory(inventory, topo, user=user, port=port)
+    except (SpecError, InventoryError) as exc:
+        err.print(f"[red]refused[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
+    with tempfile.TemporaryDirectory(prefix="mcclab-provision-") as work:
+        plan = plan_provision(inv, Path(work), check=check, tags=tags.split(","),
+                              hosts_repo=repo)
+        if dry_run:
+            console.print(plan.files[INVENTORY_FILE][0], highlight=False, markup=False,
+                          soft_wrap=True, end="")
+            console.print(shlex.join(plan.command.argv), highlight=False, markup=False,
+                          soft_wrap=True)
+            return
+        mode = " (check mode: nothing is changed)" if check else ""
+        hosts = f"{len(inv.hosts)} host" + ("s" if len(inv.hosts) != 1 else "")
+        console.print(f"provisioning {hosts}{mode}: "
+                      + ", ".join(f"{n} ({t})" for n, t in plan.targets.items()),
+                      highlight=False, markup=False, soft_wrap=True)
+        try:
+            result = run_plan(plan, Path(work),
+                              lambda line: console.print(line, highlight=False, markup=False,
+                                                         soft_wrap=True))
+        except ProvisionError as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+            raise typer.Exit(1) from None
+    verb = "would change" if check else "changed"
+    for node, counts in result.recap.items():
+        console.print(f"{node}: ok, {verb} {counts.get('changed', 0)} tasks",
+                      highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -241,7 +241,7 @@ def _flatten(hosts: Mapping[str, Mapping[str, Mapping[str, str]]],
     return merged
 
 
-def _from_ansible(path: Path, text: str, fmt: Format, topo: Topology) -> Inventory:
+def _from_ansible(path: Path, text: str, fmt: Format, topo: Topology | None) -> Inventory:
     """An Ansible inventory (INI or YAML) as an Inventory."""
     if fmt == "ansible-yaml":
         try:
@@ -301,7 +301,8 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _from_manifest(path: Path, text: str, topo: Topology, user: str | None) -> Inventory:
+def _from_manifest(path: Path, text: str, topo: Topology | None, user: str | None
+                   ) -> Inventory:
     """A CloudLab (GENI) manifest RSpec as an Inventory: logins by ``client_id``."""
     try:
         root = ET.fromstring(text)
@@ -334,7 +335,7 @@ def _from_manifest(path: Path, text: str, topo: Topology, user: str | None) -> I
     return _finish(path, "cloudlab", topo, machines, problems, strict_unknown=False)
 
 
-def _from_emulab(path: Path, text: str, topo: Topology, user: str | None,
+def _from_emulab(path: Path, text: str, topo: Topology | None, user: str | None,
                  port: int) -> Inventory:
     """An Emulab node list (``vname pnode.domain`` per line) as an Inventory."""
     problems: list[str] = []
@@ -356,16 +357,18 @@ def _from_emulab(path: Path, text: str, topo: Topology, user: str | None,
 # --- common ----------------------------------------------------------------------------
 
 
-def _finish(path: Path, fmt: Format, topo: Topology, machines: dict[str, Host],
+def _finish(path: Path, fmt: Format, topo: Topology | None, machines: dict[str, Host],
             problems: list[str], strict_unknown: bool, **settings: Any) -> Inventory:
-    """Check the mapping against the topology and build the Inventory, or raise."""
-    needed = nodes_needing_hosts(topo)
+    """Check the mapping against the topology and build the Inventory, or raise (without
+    a topology, every machine the file lists is a node)."""
+    needed = nodes_needing_hosts(topo) if topo is not None else list(machines)
     extra = sorted(set(machines) - set(needed))
-    if strict_unknown:
+    if strict_unknown and topo is not None:
         problems += [f"host {name!r} is no host or router of topology {topo.name!r}"
                      for name in extra]
-    missing = [n for n in needed if n not in machines]
-    problems += [f"node {n!r} of topology {topo.name!r} has no host" for n in missing]
+    if topo is not None:
+        missing = [n for n in needed if n not in machines]
+        problems += [f"node {n!r} of topology {topo.name!r} has no host" for n in missing]
     seen: dict[tuple[str, int], str] = {}
     for node in needed:
         host = machines.get(node)
@@ -389,9 +392,10 @@ def _finish(path: Path, fmt: Format, topo: Topology, machines: dict[str, Host],
                      ignored=tuple(extra), **settings)
 
 
-def load_inventory(path: Path, topo: Topology, fmt: Format | None = None,
+def load_inventory(path: Path, topo: Topology | None, fmt: Format | None = None,
                    user: str | None = None, port: int = 22) -> Inventory:
-    """Read ``path`` and map every host and router of ``topo`` to a machine.
+    """Read ``path`` and map every host and router of ``topo`` to a machine (with no
+    ``topo``, take every machine the file lists, each as the node it names).
 
     ``fmt`` overrides the format read from the file; ``user`` chooses the login
     of a manifest (several users can log in to a CloudLab node) and is the login

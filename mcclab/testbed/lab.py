@@ -10,9 +10,12 @@ links; bring-up here
    run's folder (``mcclab.testbed.clocks``);
 3. starts every router's daemons on its host and waits for PIM
    (``mcclab.testbed.routers``);
-4. claims the nodes' namespace names in ``mcclab.execute.REMOTE``, so every
-   command and process the runner starts in a node (setup commands, agents,
-   iperf3, armed starts) runs on its host over SSH, unchanged.
+4. routes the nodes' namespace names to their hosts in ``remote``, the
+   mapping its runner (``lab.runner``) was made with, so every command and
+   process the experiment runner starts in a node through that runner (setup
+   commands, agents, iperf3, armed starts) runs on its host over SSH, unchanged.
+   The routes belong to this lab alone: another lab in the same process has
+   its own runner and its own routes.
 
 On each host the lab keeps one folder, ``/tmp/mcclab-ssh/<lab>/`` (``REMOTE_ROOT``):
 the routers' files in ``/tmp/mcclab-ssh/<lab>/nodes/<router>/``, the started
@@ -32,10 +35,9 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from mcclab import execute
+from mcclab.execute import RemoteCommand
 from mcclab.lab import LabOptions
 from mcclab.model.addressing import AddressPlan, plan_addresses
 from mcclab.model.topology import Topology
@@ -83,7 +85,10 @@ class TestbedLab:
         self._own_sockets = control_dir is None
         self.control_dir = control_dir or Path(tempfile.mkdtemp(prefix="mcs-", dir="/tmp"))
         self.ssh = Ssh(inventory, self.control_dir, state=self.state)
-        self.runner = SshRunner(self.ssh, transcript=self.state.path / "commands.log")
+        # Namespace -> the node's host; filled once the hosts are up, emptied at teardown.
+        self.remote: dict[str, RemoteCommand] = {}
+        self.runner = SshRunner(self.ssh, transcript=self.state.path / "commands.log",
+                                remote=self.remote)
         self.routers: RemoteRouters | None = None
         self.features = None
         self.links = None
@@ -128,8 +133,8 @@ class TestbedLab:
             for path in sorted(sessions.glob("*")) if sessions.is_dir() else []:
                 self.ssh.put(node, self.remote_path(str(path)), path.read_bytes())
 
-    def _argv_for(self, node: str) -> Callable[[tuple[str, ...], bool], list[str]]:
-        """The REMOTE entry of ``node``: its commands as ssh argvs."""
+    def _argv_for(self, node: str) -> RemoteCommand:
+        """The route of ``node``'s namespace in ``remote``: its commands as ssh argvs."""
         def remote(argv: tuple[str, ...], spawn: bool) -> list[str]:
             words = self._rewrite(node, argv)
             if not spawn:
@@ -168,7 +173,7 @@ class TestbedLab:
             self.routers.start(progress)
             self.routers.wait_ready(self.options.readiness_timeout, progress)
             for node in self.inventory.hosts:
-                execute.REMOTE[netns_name(node)] = self._argv_for(node)
+                self.remote[netns_name(node)] = self._argv_for(node)
         except BaseException:
             self.down()
             raise
@@ -214,8 +219,7 @@ class TestbedLab:
         if self._down:
             return
         self._down = True
-        for node in self.inventory.hosts:
-            execute.REMOTE.pop(netns_name(node), None)
+        self.remote.clear()
         try:
             with contextlib.suppress(SshError):
                 self._stop_spawned()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcclab.commands import Cmd
-from mcclab.execute import CommandError, Runner
+from mcclab.execute import CommandError, RemoteRoutes, Runner
 from mcclab.net.node_config import netns_name
 from mcclab.state import LabState, TrackedProcess, kill_groups, proc_start_time
 from mcclab.testbed.inventory import Host, Inventory
@@ -207,10 +207,13 @@ class SshRunner(Runner):
 
     A ``Cmd`` for namespace ``mcl-<node>`` runs on ``node``'s host; a command
     with no namespace runs here, on the controller, as the lab's runner does.
+    ``remote`` (from the lab that owns the hosts, see ``mcclab.testbed.lab``)
+    decides where long-lived processes started through :meth:`argv` run.
     """
 
-    def __init__(self, ssh: Ssh, transcript: Path | None = None):
-        super().__init__(transcript=transcript)
+    def __init__(self, ssh: Ssh, transcript: Path | None = None,
+                 remote: RemoteRoutes | None = None):
+        super().__init__(transcript=transcript, remote=remote)
         self.ssh = ssh
         self.nodes = {netns_name(node): node for node in ssh.inventory.hosts}
 

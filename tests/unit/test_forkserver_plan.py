@@ -55,7 +55,8 @@ class _Server:
 def test_start_tool_forks_what_it_can_and_executes_the_rest(monkeypatch, tmp_path) -> None:
     executed: list[tuple] = []
     monkeypatch.setattr(forkserver, "spawn",
-                        lambda state, cmd, log, what: executed.append((cmd, log, what)) or "exec")
+                        lambda state, cmd, log, what, runner=None:
+                        executed.append((cmd, log, what)) or "exec")
     py, log = sys.executable, tmp_path / "a.out"
     agent = [py, "-m", "agents.run", "receiver", "--node", "h1"]
     server = _Server()

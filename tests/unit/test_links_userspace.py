@@ -165,7 +165,7 @@ class FakeSpawn:
         self.started: list[str] = []
         self.children: list[subprocess.Popen] = []
 
-    def __call__(self, state, command, log, what):  # noqa: ANN001, ANN204
+    def __call__(self, state, command, log, what, runner=None):  # noqa: ANN001, ANN204
         self.started.append(what)
         child = subprocess.Popen(["sleep", "30"])
         self.children.append(child)

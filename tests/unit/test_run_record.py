@@ -291,3 +291,38 @@ def test_run_json_times_every_phase_the_run_went_through(tmp_path):
     steps = record["bring_up_steps_s"]
     assert list(steps) == ["creating nodes"]  # the routers never all started
     assert 0 <= steps["creating nodes"] <= phases["bring-up"]
+
+
+def test_run_json_times_the_runners_own_bring_up_steps(tmp_path):
+    # after the lab is up, the runner's steps (record, plan, setup commands, fork
+    # server) are timed too: a signal during the setup commands leaves the steps
+    # before it, in order, and not the setup itself
+    from mcclab.model.addressing import plan_addresses
+
+    class SetupRunner:
+        def run_all(self, commands):  # noqa: ANN001, ANN202
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    class UpLab(FakeLab):
+        def up(self) -> FakeLab:
+            self.plan = plan_addresses(self.topo)
+            self.runner = SetupRunner()
+            for step in ("creating nodes", "waiting for routing"):
+                self.options.progress(step, 1, 1)
+            return self
+
+    labs: list[FakeLab] = []
+
+    def factory(topo, options):  # noqa: ANN001, ANN202
+        labs.append(UpLab(topo, options))
+        return labs[-1]
+
+    options = RunOptions(results=tmp_path / "results", lab=factory, analyse=build_report)
+    run = execute(resolve(str(SPEC), "quick", []), options)
+    record = read(run)
+    assert record["status"] == "interrupted"
+    steps = record["bring_up_steps_s"]
+    assert list(steps) == ["creating nodes", "waiting for routing", "lab up",
+                           "environment recorded", "launches planned"]
+    assert list(steps.values()) == sorted(steps.values())
+    assert steps["launches planned"] <= record["phase_s"]["bring-up"]

@@ -1,4 +1,4 @@
-"""The lab on allocated hosts: the redirect in full_argv, path and address rewriting, and
+"""The lab on allocated hosts: the routes in full_argv, path and address rewriting, and
 event-log times moved onto the controller's clock."""
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ from mcclab.testbed.lab import TestbedLab, TestbedLabs, shift_event_times
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_full_argv_goes_to_the_claimed_namespace_only(monkeypatch):
+def test_full_argv_goes_to_the_routed_namespace_only():
     calls = []
-    monkeypatch.setitem(execute.REMOTE, "mcl-d1",
-                        lambda argv, spawn: calls.append((argv, spawn)) or ["ssh", "d1", *argv])
-    assert execute.full_argv(cmd("true", netns="mcl-d1")) == ["ssh", "d1", "true"]
-    assert execute.full_argv(cmd("sleep", 1, netns="mcl-d1"), spawn=True) == [
+    routes = {"mcl-d1": lambda argv, spawn: calls.append((argv, spawn)) or ["ssh", "d1", *argv]}
+    assert execute.full_argv(cmd("true", netns="mcl-d1"), remote=routes) == ["ssh", "d1", "true"]
+    assert execute.full_argv(cmd("sleep", 1, netns="mcl-d1"), spawn=True, remote=routes) == [
         "ssh", "d1", "sleep", "1"]
     assert calls == [(("true",), False), (("sleep", "1"), True)]
-    # other namespaces and the root are untouched
-    assert execute.full_argv(cmd("true", netns="mcl-d2"))[:2] == ["nsenter",
-                                                                   "--net=/run/netns/mcl-d2"]
-    assert execute.full_argv(cmd("true")) == ["true"]
+    # other namespaces and the root are untouched, and so is d1 without the routes
+    assert execute.full_argv(cmd("true", netns="mcl-d2"), remote=routes)[:2] == [
+        "nsenter", "--net=/run/netns/mcl-d2"]
+    assert execute.full_argv(cmd("true", netns="mcl-d1"))[0] == "nsenter"
+    assert execute.full_argv(cmd("true"), remote=routes) == ["true"]
 
 
 def test_shift_event_times():
