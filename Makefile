@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 
 .PHONY: help setup experiment test test-unit lint schema clean linkemu linkemu-test \
 	dashboards bench-links \
-	bench-agent-start bench-agents bench-metrics bench-routes bench-primers reproduce vm-check vagrant-check vm-tunnel bench-crash soak bench-fuzz bench-signals bench-export mutants
+	bench-agent-start bench-agents bench-metrics bench-routes bench-primers bench-spin reproduce vm-check vagrant-check vm-tunnel bench-crash soak bench-fuzz bench-signals bench-export mutants
 
 help:
 	@echo "make setup       install everything (Ansible playbook, idempotent)"
@@ -26,7 +26,8 @@ help:
 	@echo "make specs       regenerate the generated ORMCC specs and topologies"
 	@echo "make bench-agents ~4 min: CPU per datagram, one process per agent vs agent hosts (root)"
 	@echo "make bench-routes ~20 s: routes and sysctls, one process per change vs one per node (root)"
-	@echo "make bench-primers ~30 s: TCP window primers, one process per flow vs one per run (root)"
+	@echo "make bench-primers ~1 min: TCP window primers on a lab, one process per flow vs one for all (root)"
+	@echo "make bench-spin  ~30 s: the link emulator's CPU with its spinning unbounded vs bounded (root)"
 	@echo "make bench-fuzz  ~3 min: 100,000 datagrams into every port of every agent (root)"
 	@echo "make bench-signals ~7 min: SIGINT and SIGTERM at every phase of a run, and a second one"
 	@echo "make bench-crash ~15 min: SIGKILL campaign, 20 kills of 'mcclab run', then 'mcclab clean'"
@@ -134,6 +135,9 @@ bench-routes: $(MCCLAB)
 
 bench-primers: $(MCCLAB)
 	$(SUDO) $(PY) bench/primers.py $(BENCH_ARGS)
+
+bench-spin: $(MCCLAB)
+	$(SUDO) $(PY) bench/spin_budget.py $(BENCH_ARGS)
 
 # Mutation check of the protocol cores (~10 min, no lab): each mutant in
 # agents/<protocol>/mutants.py applied alone to a copy of the tree, its behaviour tests run,

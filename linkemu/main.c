@@ -491,7 +491,7 @@ static void lock_memory(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: mcclab-linkemu --config FILE [--stats FILE] [--stats-interval-ms N]\n"
-		   "                      [--spin-us N] [--rt-priority N] [--check]\n"
+		   "                      [--spin-us N] [--spin-budget-ms N] [--rt-priority N] [--check]\n"
 		   "See linkemu/README.md for the config and stats formats.\n");
 }
 
@@ -503,11 +503,13 @@ int main(int argc, char **argv)
 	int check = 0;
 	long interval_ms = 100;
 	long spin_us = 0;
+	long spin_budget_ms = 100;
 	long rt_priority = 0;
 	static const struct option opts[] = {
 		{"config", required_argument, 0, 'c'}, {"stats", required_argument, 0, 's'},
 		{"stats-interval-ms", required_argument, 0, 'i'}, {"check", no_argument, 0, 'k'},
 		{"spin-us", required_argument, 0, 'p'}, {"rt-priority", required_argument, 0, 'r'},
+		{"spin-budget-ms", required_argument, 0, 'b'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -530,6 +532,16 @@ int main(int argc, char **argv)
 			spin_us = strtol(optarg, &end, 10);
 			if (*end || spin_us < 0 || spin_us > 1000) {
 				fprintf(stderr, "mcclab-linkemu: --spin-us: bad value '%s' (0..1000)\n", optarg);
+				return 2;
+			}
+			break;
+		}
+		case 'b': {
+			char *end;
+			spin_budget_ms = strtol(optarg, &end, 10);
+			if (*end || spin_budget_ms < 0 || spin_budget_ms > 1000) {
+				fprintf(stderr, "mcclab-linkemu: --spin-budget-ms: bad value '%s' "
+					"(0..1000)\n", optarg);
 				return 2;
 			}
 			break;
@@ -620,12 +632,16 @@ int main(int argc, char **argv)
 	}
 
 	const int64_t interval = interval_ms * 1000000;
-	const int64_t spin = spin_us * 1000;
+	struct le_spin spinner;
+	le_spin_init(&spinner, spin_us * 1000, spin_budget_ms * 1000000, mono_ns());
 	int64_t next_stats = mono_ns() + interval;
 	int64_t armed = -1;
 	int running = 1;
 	while (running) {
 		int64_t now = mono_ns();
+		/* The same spin for the busy-wait and the next wakeup below: a wakeup
+		 * armed early with no spin after it would find nothing due. */
+		const int64_t spin = le_spin_now(&spinner, now);
 		if (spin) {
 			/* Timer wakeups on a VM are tens of microseconds late; waking
 			 * early and spinning trades CPU for verdict accuracy. */
@@ -633,9 +649,12 @@ int main(int argc, char **argv)
 			for (size_t i = 0; i < nlanes; i++)
 				if (le_next_due(&lanes[i].q) < d)
 					d = le_next_due(&lanes[i].q);
-			if (d > now && d - now <= spin)
+			if (d > now && d - now <= spin) {
+				const int64_t began = now;
 				while ((now = mono_ns()) < d)
 					;
+				le_spin_used(&spinner, now - began, now);
+			}
 		}
 		int64_t wake = INT64_MAX;
 		for (size_t i = 0; i < nlanes; i++) {

@@ -280,3 +280,38 @@ int64_t le_next_due(const struct le_queue *q)
 		return INT64_MAX;
 	return q->ring[q->head & (q->cap - 1)].due;
 }
+
+void le_spin_init(struct le_spin *s, int64_t spin_ns, int64_t budget_ns, int64_t now)
+{
+	s->spin_ns = spin_ns;
+	s->budget_ns = budget_ns;
+	s->window = now;
+	s->used = 0;
+	s->exhausted = 0;
+}
+
+static void spin_roll(struct le_spin *s, int64_t now)
+{
+	if (now - s->window >= LE_SPIN_WINDOW_NS) {
+		/* Whole windows: a quiet spell does not bank budget for later. */
+		s->window += (now - s->window) / LE_SPIN_WINDOW_NS * LE_SPIN_WINDOW_NS;
+		s->used = 0;
+	}
+}
+
+int64_t le_spin_now(struct le_spin *s, int64_t now)
+{
+	spin_roll(s, now);
+	if (s->budget_ns && s->used >= s->budget_ns)
+		return 0;
+	return s->spin_ns;
+}
+
+void le_spin_used(struct le_spin *s, int64_t ns, int64_t now)
+{
+	spin_roll(s, now);
+	int64_t before = s->used;
+	s->used += ns;
+	if (s->budget_ns && before < s->budget_ns && s->used >= s->budget_ns)
+		s->exhausted++;
+}

@@ -93,6 +93,24 @@ static inline uint64_t le_in_flight(const struct le_queue *q) { return q->tail -
 
 int64_t le_tx_time_ns(uint64_t rate_bps, uint32_t len);
 
+/* Spinning (--spin-us) bounded per second of wall time: at most budget_ns of
+ * busy-waiting in each window of LE_SPIN_WINDOW_NS. A spinning emulator runs at
+ * real-time priority, so without a bound a busy one (many slow links, each
+ * verdict spun) took most of a core from everything else. */
+#define LE_SPIN_WINDOW_NS 1000000000LL
+struct le_spin {
+	int64_t spin_ns;   /* how long before a verdict to wake and busy-wait (0: never) */
+	int64_t budget_ns; /* busy-waiting allowed per window (0: no bound) */
+	int64_t window;    /* start of the current window */
+	int64_t used;      /* busy-waiting so far in it */
+	uint64_t exhausted; /* windows in which the budget ran out */
+};
+void le_spin_init(struct le_spin *s, int64_t spin_ns, int64_t budget_ns, int64_t now);
+/* The spin to use now: spin_ns, or 0 once this window's budget is used up. */
+int64_t le_spin_now(struct le_spin *s, int64_t now);
+/* Account ns of busy-waiting that ended at now. */
+void le_spin_used(struct le_spin *s, int64_t ns, int64_t now);
+
 /* ns-2 RED pieces, exposed for tests. */
 double le_red_pb(const struct le_cfg *c, double avg);
 double le_red_pa(const struct le_cfg *c, double pb, int count);

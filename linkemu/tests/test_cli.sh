@@ -29,6 +29,12 @@ queue=0"
 expect empty 2 "no queues defined" "# nothing"
 "$bin" --check --config /nonexistent/x.conf 2>/dev/null
 if [ $? = 2 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL missing file"; fi
+printf 'queue=0\n' >"$tmp/ok.conf"
+"$bin" --check --config "$tmp/ok.conf" --spin-us 100 --spin-budget-ms 50 2>/dev/null
+if [ $? = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL spin budget"; fi
+"$bin" --check --config "$tmp/ok.conf" --spin-budget-ms 1001 2>"$tmp/err"
+if [ $? = 2 ] && grep -qF -- "--spin-budget-ms: bad value '1001'" "$tmp/err"; then
+	pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL spin budget range"; fi
 "$bin" --bogus 2>/dev/null
 if [ $? = 2 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL bad option"; fi
 

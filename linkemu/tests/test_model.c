@@ -444,6 +444,38 @@ static void test_config(void)
 	}
 }
 
+static void test_spin_budget(void)
+{
+	const int64_t t0 = 5 * 1000 * MS;
+	struct le_spin s;
+	le_spin_init(&s, 100 * US, 10 * MS, t0);
+	CHECK(le_spin_now(&s, t0) == 100 * US, "spins while the budget lasts");
+	/* 99 spins of 100 us: 9.9 ms, still under 10 ms */
+	for (int i = 0; i < 99; i++)
+		le_spin_used(&s, 100 * US, t0 + (i + 1) * MS);
+	CHECK(le_spin_now(&s, t0 + 100 * MS) == 100 * US, "9.9 ms of 10 used: still spins");
+	CHECK(s.exhausted == 0, "not exhausted yet");
+	le_spin_used(&s, 100 * US, t0 + 101 * MS);
+	CHECK(le_spin_now(&s, t0 + 102 * MS) == 0, "budget used up: no spin");
+	CHECK(le_spin_now(&s, t0 + 999 * MS) == 0, "none for the rest of the window");
+	CHECK(s.exhausted == 1, "one window exhausted");
+	CHECK(le_spin_now(&s, t0 + 1000 * MS) == 100 * US, "the next window spins again");
+	/* a quiet spell of 3.5 windows banks nothing: the window restarts whole */
+	le_spin_used(&s, 10 * MS, t0 + 1001 * MS);
+	CHECK(s.exhausted == 2, "exhausted in one go");
+	CHECK(le_spin_now(&s, t0 + 4500 * MS) == 100 * US && s.used == 0, "new window after a gap");
+	CHECK(s.window == t0 + 4000 * MS, "windows stay on the 1-s grid");
+	le_spin_used(&s, 9 * MS, t0 + 4999 * MS);
+	CHECK(le_spin_now(&s, t0 + 4999 * MS) == 100 * US, "9 ms of 10 at the window's end");
+	/* no bound */
+	le_spin_init(&s, 50 * US, 0, t0);
+	le_spin_used(&s, 2000 * MS, t0 + 10 * MS);
+	CHECK(le_spin_now(&s, t0 + 20 * MS) == 50 * US && s.exhausted == 0, "budget 0: no bound");
+	/* never spin */
+	le_spin_init(&s, 0, 10 * MS, t0);
+	CHECK(le_spin_now(&s, t0) == 0, "spin 0: never");
+}
+
 int main(void)
 {
 	test_serialization();
@@ -455,6 +487,7 @@ int main(void)
 	test_gilbert_elliott();
 	test_jitter_no_reorder();
 	test_config();
+	test_spin_budget();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }

@@ -9,23 +9,27 @@ made when an earlier connection to the same address closes. Measured on kernel
 reached cwnd 136, one after a connection that had closed before the route existed
 51 (that entry has no lock), and one after a connection that closed once the route
 was in place stayed at 8.
-So the setup installs the route, then ``prime`` drops any older cache entry for
+So the setup installs the route, then the primer drops any older cache entry for
 the receiver's address, opens and closes one connection to it from the sender,
 and checks that the cache holds the ceiling, all before any flow starts. One
-process primes every flow of a run (``prime_all``), entering each sender's
-namespace in turn.
+process primes every flow of a run at once (``prime_all``), entering each
+sender's and receiver's namespace in turn.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import os
+import select
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NoReturn
 
 from mcclab.commands import Cmd, cmd
 from mcclab.net.setns import NETNS_DIR, enter_netns, setns_fd
@@ -82,52 +86,72 @@ def cached_cwnd(address: str) -> int | None:
     return int(out[out.index("cwnd") + 1]) if "cwnd" in out else None
 
 
-def _listener_in(netns: str, address: str) -> socket.socket:
-    """A listening socket made inside ``netns`` (a socket keeps the namespace it was made in)."""
+@contextlib.contextmanager
+def _inside(netns: str) -> Iterator[None]:
+    """Run the block with this thread in ``netns``, then move it back where it was.
+
+    A socket keeps the namespace it was made in, and ``ip`` children inherit the
+    thread's, so one process can work in many namespaces in turn.
+    """
     here = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
         enter_netns(NETNS_DIR / netns)
         try:
-            return socket.create_server((address, 0))
+            yield
         finally:
-            setns_fd(here, "back to the sender's namespace")
+            setns_fd(here, "back to the primer's namespace")
     finally:
         os.close(here)
 
 
-def prime(listen_netns: str, address: str, segments: int) -> None:
-    """Close one connection to ``address`` from here; fail unless the cache then holds the cap.
-
-    "Here" is the calling thread's namespace; the ``ip`` children inherit it.
-    """
-    # An entry left by an earlier connection predates the route and has no lock.
-    subprocess.run(["ip", "tcp_metrics", "delete", address], capture_output=True, check=False)
-    with _listener_in(listen_netns, address) as listener:
-        client = socket.create_connection(listener.getsockname()[:2], timeout=PRIME_TIMEOUT_S)
-        conn, _ = listener.accept()
-        # The sender closes first, like a finished transfer; its close fills the cache.
-        client.close()
-        conn.close()
-    deadline = time.monotonic() + PRIME_TIMEOUT_S
-    while (seen := cached_cwnd(address)) != segments:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"tcp_window: the TCP metrics cache holds cwnd {seen} for "
-                             f"{address}, not {segments}; the window ceiling would not apply")
-        time.sleep(0.05)
+def _fail(p: Prime, what: str) -> NoReturn:
+    raise SystemExit(f"tcp_window: {p.sender_ns} -> {p.address}: {what}; the window "
+                     "ceiling would not apply")
 
 
 def prime_all(primes: list[Prime]) -> None:
-    """Prime each pair from inside its sender's namespace, then return to this one."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    """Close one connection per pair from its sender; fail unless every cache holds its cap.
+
+    All pairs at once: each connection crosses the lab's emulated links, so its
+    handshake and close take a few round trips (on ORMCC's 64-leaf star, 64
+    connections one after another took 17 s of the bring-up). Every step is
+    started for every pair before the primer waits for any.
+    """
+    opened: list[tuple[Prime, socket.socket, socket.socket]] = []
     try:
         for p in primes:
-            enter_netns(NETNS_DIR / p.sender_ns)
-            try:
-                prime(p.listener_ns, p.address, p.segments)
-            finally:
-                setns_fd(home, "back to the primer's namespace")
+            with _inside(p.sender_ns):
+                # An entry left by an earlier connection predates the route: no lock.
+                subprocess.run(["ip", "tcp_metrics", "delete", p.address],
+                               capture_output=True, check=False)
+            with _inside(p.listener_ns):
+                listener = socket.create_server((p.address, 0))
+            with _inside(p.sender_ns):
+                client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            opened.append((p, listener, client))
+            client.setblocking(False)
+            client.connect_ex(listener.getsockname()[:2])
+        deadline = time.monotonic() + PRIME_TIMEOUT_S
+        for p, listener, client in opened:
+            _, writable, _ = select.select([], [client], [], max(deadline - time.monotonic(), 0))
+            error = client.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if not writable or error:
+                _fail(p, f"no connection ({os.strerror(error) if error else 'timed out'})")
+            listener.settimeout(max(deadline - time.monotonic(), 0.01))
+            conn, _ = listener.accept()
+            # The sender closes first, like a finished transfer; its close fills the cache.
+            client.close()
+            conn.close()
+        for p, _, _ in opened:
+            with _inside(p.sender_ns):
+                while (seen := cached_cwnd(p.address)) != p.segments:
+                    if time.monotonic() > deadline:
+                        _fail(p, f"the TCP metrics cache holds cwnd {seen}, not {p.segments}")
+                    time.sleep(0.02)
     finally:
-        os.close(home)
+        for _, listener, client in opened:
+            listener.close()
+            client.close()
 
 
 def parse_primes(text: str) -> list[Prime]:
