@@ -263,3 +263,34 @@ def test_a_host_asks_for_the_cpu_weight_of_its_agents_as_processes():
 
     # CFS weight grows 1.25x per nice step: 1.25**9 = 7.5 (8 agents), capped at -20
     assert [scheduler_nice(n) for n in (1, 2, 8, 64, 193)] == [0, -3, -9, -19, -20]
+
+
+def test_the_hosts_metrics_answer_in_plain_text_whatever_the_scraper_asks():
+    # Prometheus asks for OpenMetrics, gzipped; the host answers the cheaper
+    # classic text format, uncompressed, and still every agent's series
+    import urllib.request
+
+    from agents.host import serve
+    from agents.runtime.host_transport import Namespaces
+
+    merged = MergedMetrics()
+    agent = AgentMetrics("h1", "uni1", "cbr", "receiver")
+    agent.core_gauge("rate_bps", 5.0)
+    merged.sources.append(agent.registry)
+    namespaces = Namespaces()
+    server = serve(merged, "127.0.0.1", 0, namespaces, None)
+    try:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{server.server_port}/metrics",
+            headers={"Accept": "application/openmetrics-text; version=1.0.0,text/plain;q=0.5",
+                     "Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            body = answer.read().decode()
+            assert answer.headers["Content-Type"].startswith("text/plain")
+            assert answer.headers.get("Content-Encoding") in (None, "identity")
+        assert 'mcc_agent_rate_bps{' in body and 'node="h1"' in body
+        assert "# EOF" not in body  # OpenMetrics ends with it; the text format does not
+    finally:
+        server.shutdown()
+        server.server_close()
+        namespaces.close()
