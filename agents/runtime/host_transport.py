@@ -13,56 +13,16 @@ STAIR and RLC join and leave several times a second.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 from agents.runtime.loop import EventLoop
 from agents.runtime.session import Session
 from agents.runtime.transport import Deliver, DeliverFeedback, UdpTransport
 from mcclab import multicast
-from mcclab.net.setns import setns_fd as _setns
+from mcclab.net.setns import Namespaces
 
-
-class Namespaces:
-    """Open namespace files by path (kept open), and enter one for a block of code.
-
-    Only the calling thread switches (``setns`` with CLONE_NEWNET); it is back in the
-    namespace it started in when the block ends, also on an exception.
-    """
-
-    def __init__(self) -> None:
-        self._home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        self._fds: dict[str, int] = {}
-        self.switches = 0  # setns calls into another namespace (for tests and benches)
-
-    def fd(self, path: str | Path) -> int:
-        """The open descriptor of the namespace file at ``path``."""
-        key = str(path)
-        if key not in self._fds:
-            self._fds[key] = os.open(key, os.O_RDONLY)
-        return self._fds[key]
-
-    @contextlib.contextmanager
-    def inside(self, path: str | Path | None) -> Iterator[None]:
-        """Run the block inside the namespace at ``path`` (None: where the thread is)."""
-        if path is None:
-            yield
-            return
-        _setns(self.fd(path), str(path))
-        self.switches += 1
-        try:
-            yield
-        finally:
-            _setns(self._home, "back to the host's namespace")
-
-    def close(self) -> None:
-        """Close every namespace descriptor."""
-        for fd in (*self._fds.values(), self._home):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._fds.clear()
+__all__ = ["HostTransport", "Namespaces"]  # Namespaces lives in mcclab.net.setns
 
 
 def _drain(sock: socket.socket) -> None:

@@ -19,7 +19,6 @@ sender's and receiver's namespace in turn.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ipaddress
 import os
 import select
@@ -27,12 +26,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NoReturn
 
 from mcclab.commands import Cmd, cmd
-from mcclab.net.setns import NETNS_DIR, enter_netns, setns_fd
+from mcclab.net.setns import NETNS_DIR, Namespaces
 
 PRIME_TIMEOUT_S = 5.0
 
@@ -86,24 +84,6 @@ def cached_cwnd(address: str) -> int | None:
     return int(out[out.index("cwnd") + 1]) if "cwnd" in out else None
 
 
-@contextlib.contextmanager
-def _inside(netns: str) -> Iterator[None]:
-    """Run the block with this thread in ``netns``, then move it back where it was.
-
-    A socket keeps the namespace it was made in, and ``ip`` children inherit the
-    thread's, so one process can work in many namespaces in turn.
-    """
-    here = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    try:
-        enter_netns(NETNS_DIR / netns)
-        try:
-            yield
-        finally:
-            setns_fd(here, "back to the primer's namespace")
-    finally:
-        os.close(here)
-
-
 def _fail(p: Prime, what: str) -> NoReturn:
     raise SystemExit(f"tcp_window: {p.sender_ns} -> {p.address}: {what}; the window "
                      "ceiling would not apply")
@@ -118,16 +98,16 @@ def prime_all(primes: list[Prime]) -> None:
     started for every pair before the primer waits for any.
     """
     opened: list[tuple[Prime, socket.socket, socket.socket]] = []
+    spaces = Namespaces()
     try:
         for p in primes:
-            with _inside(p.sender_ns):
+            with spaces.inside(NETNS_DIR / p.sender_ns):
                 # An entry left by an earlier connection predates the route: no lock.
                 subprocess.run(["ip", "tcp_metrics", "delete", p.address],
                                capture_output=True, check=False)
-            with _inside(p.listener_ns):
-                listener = socket.create_server((p.address, 0))
-            with _inside(p.sender_ns):
                 client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            with spaces.inside(NETNS_DIR / p.listener_ns):
+                listener = socket.create_server((p.address, 0))
             opened.append((p, listener, client))
             client.setblocking(False)
             client.connect_ex(listener.getsockname()[:2])
@@ -143,7 +123,7 @@ def prime_all(primes: list[Prime]) -> None:
             client.close()
             conn.close()
         for p, _, _ in opened:
-            with _inside(p.sender_ns):
+            with spaces.inside(NETNS_DIR / p.sender_ns):
                 while (seen := cached_cwnd(p.address)) != p.segments:
                     if time.monotonic() > deadline:
                         _fail(p, f"the TCP metrics cache holds cwnd {seen}, not {p.segments}")
@@ -152,6 +132,7 @@ def prime_all(primes: list[Prime]) -> None:
         for _, listener, client in opened:
             listener.close()
             client.close()
+        spaces.close()
 
 
 def parse_primes(text: str) -> list[Prime]:
