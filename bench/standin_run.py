@@ -36,7 +36,7 @@ def main() -> int:
     res = resolve(args.experiment, args.profile, args.sets)
     with tempfile.TemporaryDirectory(prefix="mcs-run-") as folder, \
             stand_ins(res.topology, "bench", Path(folder) / "standins", shape=True,
-                      seed=res.experiment.seed) as si:
+                      seed=res.experiment.seed, proxy=True) as si:
         command = [sys.executable, "-m", "mcclab", "run", args.experiment, "--profile",
                    args.profile, "--inventory", str(si.inventory)]
         for item in args.sets:

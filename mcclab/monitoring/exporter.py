@@ -85,6 +85,9 @@ class ExporterConfig:
     link_backend: str
     routers: list[str] = field(default_factory=list)
     iperf: list[IperfSource] = field(default_factory=list)
+    # True on a testbed host (mcclab.testbed.monitoring): the one router listed is this
+    # machine, read here rather than inside a namespace mcl-<router>.
+    in_place: bool = False
 
     def to_json(self) -> str:
         """The config file's text."""
@@ -275,12 +278,16 @@ class LabCollector:
         for router, ifaces in self.router_ifaces.items():
             self._nft_install(router, ifaces)
 
+    def _netns(self, router: str) -> str | None:
+        """The namespace a router's sources are read in (None: this machine is the router)."""
+        return None if self.config.in_place else netns_name(router)
+
     def _nft_install(self, router: str, ifaces: list[str]) -> None:
         """Run the nft script inside the router (nft -f reads it from a file)."""
         path = Path(self.config.lab_dir) / "monitoring" / f"nft-{router}.nft"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(nft_script(ifaces))
-        self.runner.run(cmd("nft", "-f", str(path), netns=netns_name(router)))
+        self.runner.run(cmd("nft", "-f", str(path), netns=self._netns(router)))
 
     def _error(self, source: str) -> None:
         with self._lock:
@@ -375,12 +382,15 @@ class LabCollector:
         for router in self.config.routers:
             base = [router, mn.NO_FLOW, mn.NO_FLOW]
             try:
-                files = read_net_files(netns_name(router), ["ip_mr_vif", "ip_mr_cache"])
+                netns = self._netns(router)
+                wanted = ["ip_mr_vif", "ip_mr_cache"]
+                files = (read_net_files(netns, wanted) if netns is not None
+                         else {n: Path(f"/proc/net/{n}").read_text() for n in wanted})
                 vifs = parse_vifs(files["ip_mr_vif"])
                 cache = parse_mroutes(files["ip_mr_cache"])
                 counts = parse_nft_counters(self.runner.run(cmd(
                     "nft", "-j", "list", "counters", "table", "ip", NFT_TABLE,
-                    netns=netns_name(router))))
+                    netns=netns)))
             except Exception:  # noqa: BLE001 - counted, the scrape goes on
                 self._error(f"router:{router}")
                 continue

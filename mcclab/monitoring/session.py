@@ -10,7 +10,10 @@ launch plan is known, before any flow starts. It
 3. starts the router and link exporter in the root namespace, bound to the
    control gateway address only (strict ``rp_filter`` on the root's lab
    bridges, set by ``mcclab.net.node_config`` for every lab, keeps experiment
-   addresses away from it);
+   addresses away from it); where the lab's nodes are machines of their own
+   (its ``monitoring_hosts``, :class:`RemoteSites`), their routers are read by
+   exporters on those machines, every endpoint is forwarded to this machine's
+   loopback, and the exporter here listens on loopback too;
 4. starts a Prometheus of the run's own on 127.0.0.1 with the targets as
    static configuration, or drops them into the service's file_sd directory;
 5. returns a :class:`Monitoring` whose ``url`` is the Grafana dashboard of the
@@ -33,11 +36,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcclab.monitoring import export, grafana, lifecycle, storage
 from mcclab.monitoring import plan as plans
 from mcclab.monitoring import prometheus as prom
+from mcclab.monitoring.exporter import IperfSource
 from mcclab.monitoring.targets import flow_protocols, iperf_sources, targets_for
 from mcclab.slowdown import scaled
 from mcclab.state import LabState, TrackedProcess, all_states, kill_group
@@ -51,6 +55,19 @@ FIRST_SCRAPE_TIMEOUT = 12.0
 # Flows run this long past the end (runner.TAIL); the dashboard link covers it.
 TAIL = 2.0
 STATE_FILE = "monitoring.json"  # in <lab>/monitoring/ while running, in logs/ afterwards
+LOOPBACK = "127.0.0.1"
+
+
+class RemoteSites(Protocol):
+    """A lab whose nodes are machines of their own (``mcclab.testbed.monitoring``), as
+    its ``monitoring_hosts`` attribute; a lab without one has every node here."""
+
+    def start(self, targets: list[prom.Target], sources: list[IperfSource],
+              started: list[TrackedProcess]) -> tuple[list[prom.Target], list[IperfSource]]:
+        """Start the exporters on the nodes' machines (their processes into ``started``)
+        and make every node's endpoint reachable on this machine's loopback; return the
+        targets to scrape and the sources left to the exporter here."""
+        ...
 
 
 @dataclass
@@ -157,7 +174,10 @@ def start_monitoring(lab: Lab, run_dir: Path, experiment: Any, launches: LaunchP
 def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> None:
     """The steps of start_monitoring; raises on the first that fails."""
     state = lab.state
-    gateway = str(lab.plan.control_gateway.ip)
+    hosts: RemoteSites | None = getattr(lab, "monitoring_hosts", None)
+    # With the nodes on other machines this one has no control-network address: its
+    # exporter listens on loopback, where their endpoints are forwarded to.
+    gateway = LOOPBACK if hosts is not None else str(lab.plan.control_gateway.ip)
     work = state.path / "monitoring"
     logs = state.path / "logs"
     protocols = flow_protocols(experiment)
@@ -173,10 +193,13 @@ def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> 
         mon.tsdb = tsdb
     work.mkdir(parents=True, exist_ok=True)
 
+    routers, sources = lab.topo.names("router"), iperf_sources(launches, protocols)
+    if hosts is not None:
+        target_list, sources = hosts.start(target_list, sources, mon.processes)
+        routers = []  # each read by an exporter on its own machine
     exporter = plans.exporter_plan(
         work, logs, state.path, lab.topo.model_dump(mode="json"), lab.link_backend,
-        lab.topo.names("router"), iperf_sources(launches, protocols), gateway, port,
-        sys.executable)
+        routers, sources, gateway, port, sys.executable)
     # Each GET of /metrics is a full scrape (commands in every router's and link's
     # namespace): under emulation one took longer than the 1-s answer timeout,
     # so the exporter never looked ready. The answer timeout is scaled too.

@@ -17,6 +17,11 @@ links; bring-up here
    The routes belong to this lab alone: another lab in the same process has
    its own runner and its own routes.
 
+The run's monitoring reaches the hosts through ``monitoring_hosts``
+(``mcclab.testbed.monitoring``): every metrics endpoint on a host's loopback,
+exporters on the routers' hosts, each scraped through a forward of the host's
+master connection; teardown cancels the forwards.
+
 On each host the lab keeps one folder, ``/tmp/mcclab-ssh/<lab>/`` (``REMOTE_ROOT``):
 the routers' files in ``/tmp/mcclab-ssh/<lab>/nodes/<router>/``, the started
 processes' pid files in ``/tmp/mcclab-ssh/<lab>/pids/``, and the run's files in
@@ -46,6 +51,7 @@ from mcclab.state import LabState, destroy
 from mcclab.testbed.clocks import ClockOffset, measure_all, write_clocks
 from mcclab.testbed.hosts import configure
 from mcclab.testbed.inventory import Inventory
+from mcclab.testbed.monitoring import HostMonitoring, loopback_metrics
 from mcclab.testbed.routers import RemoteRouters
 from mcclab.testbed.ssh import SPAWN_SCRIPT, Ssh, SshError, SshRunner
 
@@ -89,6 +95,8 @@ class TestbedLab:
         self.remote: dict[str, RemoteCommand] = {}
         self.runner = SshRunner(self.ssh, transcript=self.state.path / "commands.log",
                                 remote=self.remote)
+        # The run's monitoring calls this (mcclab.monitoring.session.RemoteSites).
+        self.monitoring_hosts = HostMonitoring(self)
         self.routers: RemoteRouters | None = None
         self.features = None
         self.links = None
@@ -107,17 +115,14 @@ class TestbedLab:
 
     def _rewrite(self, node: str, argv: tuple[str, ...]) -> list[str]:
         """``argv`` for ``node``'s host: run-folder paths moved under the host's folder,
-        and a metrics address on the lab's control network moved to the host's own."""
+        and a metrics endpoint moved to the host's loopback (the controller scrapes it
+        through a forward, ``mcclab.testbed.monitoring``)."""
         prefix = str(self.run_dir) + "/"
-        control = str(self.plan.control[node].ip) + ":"
-        own = self.inventory.hosts[node].control
         out = []
-        for word in argv:
+        for word in loopback_metrics(argv):
             if word.startswith(prefix):
                 self._files.setdefault(node, set()).add(word)
                 word = self.remote_path(word)
-            elif word.startswith(control) and own is not None:
-                word = own + ":" + word[len(control):]
             out.append(word)
         return out
 
@@ -221,8 +226,11 @@ class TestbedLab:
         self._down = True
         self.remote.clear()
         try:
+            self.monitoring_hosts.cancel()
             with contextlib.suppress(SshError):
                 self._stop_spawned()
+            with contextlib.suppress(SshError):
+                self.monitoring_hosts.cleanup()
             with contextlib.suppress(SshError):
                 self._collect()
             if self.routers is not None:

@@ -10,7 +10,11 @@ What a testbed gives once an experiment is swapped in, built from a topology:
   controller's side: a bridge inside it, one veth to each machine holding the
   node's control address. Nothing is added to the root namespace, and the SSH
   client runs inside the control namespace (``ip netns exec`` as the
-  inventory's ``mcclab_ssh_command``);
+  inventory's ``mcclab_ssh_command``), or, with ``proxy=True``, in the root
+  namespace as a controller's client does, reaching the control network through
+  ``socat`` inside the control namespace (a ``ProxyCommand``): its forwards
+  (``ssh -O forward -L 127.0.0.1:...``) then listen on the root's loopback,
+  where the run's Prometheus is;
 * an sshd per machine on its control address, with a throwaway host key and one
   authorized client key, both made in the test's temporary folder;
 * an Ansible INI inventory naming them, with a known-hosts file so host keys
@@ -149,11 +153,13 @@ def _shape(topo: Topology, plan: AddressPlan, state: LabState, ns: dict[str, str
 
 @contextmanager
 def stand_ins(topo: Topology, tag: str, folder: Path, shape: bool = False,
-              seed: int = 1, only: Sequence[str] | None = None) -> Iterator[StandIns]:
+              seed: int = 1, only: Sequence[str] | None = None,
+              proxy: bool = False) -> Iterator[StandIns]:
     """Stand-in hosts for every host and router of ``topo`` (no LANs), torn down after;
     ``shape`` emulates the links' parameters (with the link emulator's ``seed``);
     ``only`` builds just those nodes (and the links between them), for tests that
-    need a machine rather than the topology."""
+    need a machine rather than the topology; ``proxy`` runs the SSH client in the
+    root namespace, through a proxy in the control namespace."""
     if topo.names("lan"):
         raise ValueError("stand-in hosts do not build LANs")
     if not Path(SSHD).exists():
@@ -198,9 +204,11 @@ def stand_ins(topo: Topology, tag: str, folder: Path, shape: bool = False,
                             control=str(plan.control[node].ip)) for node in nodes}
         routers = [n for n in nodes if topo.kind_of(n) == "router"]
         inventory = folder / "inventory.ini"
+        client = (f'ssh -o "ProxyCommand=ip netns exec {ctl} socat - TCP:%h:%p"' if proxy
+                  else f"ip netns exec {ctl} ssh")
         inventory.write_text(ansible_ini(
             hosts,
-            settings={"mcclab_ssh_command": f"ip netns exec {ctl} ssh",
+            settings={"mcclab_ssh_command": client,
                       "mcclab_strict_host_key_checking": "yes",
                       "mcclab_known_hosts": str(known)},
             groups=[("routers", routers)]))

@@ -160,9 +160,20 @@ def test_ssh_backend_on_stand_in_hosts(tmp_path):
     assert f"mcl-{tag}-" not in leftover
 
 
+def _listens(netns: str | None, port: int) -> bool:
+    """Whether anything accepts TCP connections on 127.0.0.1:``port`` (in ``netns``, or
+    in the root namespace)."""
+    probe = ("import socket,sys\ntry:\n socket.create_connection(('127.0.0.1', "
+             "int(sys.argv[1])), timeout=2).close()\nexcept OSError:\n sys.exit(1)")
+    where = ["ip", "netns", "exec", netns] if netns else []
+    return subprocess.run([*where, sys.executable, "-c", probe, str(port)],
+                          capture_output=True, check=False).returncode == 0
+
+
 def test_default_experiment_runs_through_the_ssh_backend(tmp_path):
     """The quick default experiment, shortened to 40 s, on shaped stand-ins: the run
-    completes into the usual folder, with both flows measured behind the bottleneck."""
+    completes into the usual folder, with both flows measured behind the bottleneck and
+    the agents' and routers' series scraped from the hosts through SSH forwards."""
     from mcclab.experiment.loader import resolve
     from mcclab.experiment.runner import RunOptions, execute
     from mcclab.testbed.lab import REMOTE_ROOT, TestbedLabs
@@ -170,12 +181,19 @@ def test_default_experiment_runs_through_the_ssh_backend(tmp_path):
     resolved = resolve("default", "quick", ["duration=40s", "warmup=20s"])
     topo = resolved.topology
     tag = f"sr{os.getpid() % 100000}"
+    # proxy: the ssh client (and so its forwards) in the root namespace, with Prometheus
     with stand_ins(topo, tag, tmp_path / "standins", shape=True,
-                   seed=resolved.experiment.seed) as si:
+                   seed=resolved.experiment.seed, proxy=True) as si:
         labs = TestbedLabs(load_inventory(si.inventory, topo), control_dir(si.state))
         run_dir = execute(resolved, RunOptions(results=tmp_path / "results", lab=labs,
                                                started=labs.started, fork=False))
         remote_left = list(Path(REMOTE_ROOT).glob(f"default-{run_dir.name}*"))
+        # teardown ended the routers' exporters and removed their counter tables
+        for router in ("rl", "rr"):
+            assert not _listens(si.netns(router), 9463), router
+            tables = subprocess.run(["ip", "netns", "exec", si.netns(router), "nft", "list",
+                                     "tables"], capture_output=True, text=True, check=True)
+            assert "mclmon" not in tables.stdout, router
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "complete", record.get("error")
     clocks = json.loads((run_dir / "clocks.json").read_text())
@@ -191,3 +209,32 @@ def test_default_experiment_runs_through_the_ssh_backend(tmp_path):
     assert late["webrc"] > 0.3e6 and late["tcp"] > 0.3e6, late
     # both flows share the emulated 3.2 Mbit/s bottleneck: together at most its rate
     assert late["webrc"] + late["tcp"] < 3.3e6, late
+
+    # monitoring: Prometheus on the controller scraped every endpoint on the hosts'
+    # loopback through a forward, and the run kept the series
+    monitoring = json.loads((run_dir / "logs" / "monitoring.json").read_text())
+    assert monitoring["notes"] == [] and monitoring["prometheus"], monitoring
+    targets = json.loads((run_dir / "logs" / "monitoring" / "targets.json").read_text())
+    scraped = {(t["labels"]["node"], t["labels"]["component"]) for t in targets}
+    assert scraped == {("root", "exporter"), ("rl", "exporter"), ("rr", "exporter"),
+                       ("s1", "agent"), ("d1", "agent")}, scraped
+    assert all(t["targets"][0].startswith("127.0.0.1:") for t in targets), targets
+    # the forwards were cancelled with the run
+    for t in targets:
+        assert not _listens(None, int(t["targets"][0].rsplit(":", 1)[1])), t
+    series = pd.read_csv(run_dir / "tables" / "metrics.csv.gz", low_memory=False)
+    assert series["run"].eq(run_dir.name).all()
+    assert not series[["node", "flow", "protocol"]].isna().any().any()
+    rx = series[(series["metric"] == "mcc_agent_throughput_bps") & (series["node"] == "d1")]
+    assert set(rx["flow"]) == {"webrc"} and rx["value"].max() > 0.3e6
+    assert not series[(series["metric"].str.startswith("mcc_agent_"))
+                      & (series["node"] == "s1")].empty
+    # the routers, read on their own hosts: PIM sent by both, multicast forwarded by rl
+    pim = series[(series["metric"] == "mcc_router_pim_packets_total")
+                 & (series["direction"] == "out")]
+    assert set(pim[pim["value"] > 0]["node"]) == {"rl", "rr"}
+    vif = series[(series["metric"] == "mcc_router_vif_packets_total") & (series["node"] == "rl")
+                 & (series["direction"] == "out")]
+    assert vif["value"].max() > 100
+    tcp = series[(series["metric"] == "mcc_iperf_throughput_bps") & (series["flow"] == "tcp")]
+    assert tcp["value"].max() > 0.3e6

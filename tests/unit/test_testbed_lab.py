@@ -1,5 +1,5 @@
-"""The lab on allocated hosts: the routes in full_argv, path and address rewriting, and
-event-log times moved onto the controller's clock."""
+"""The lab on allocated hosts: the routes in full_argv, path and metrics-endpoint rewriting,
+and event-log times moved onto the controller's clock."""
 
 from __future__ import annotations
 
@@ -64,11 +64,14 @@ def test_run_paths_and_metrics_addresses_are_rewritten(lab, tmp_path):
     out = lab._rewrite("d1", argv)
     assert out[5] == "/tmp/mcclab-ssh/default-x/run/sessions/w.json"
     assert out[7] == "/tmp/mcclab-ssh/default-x/run/logs/w-d1.jsonl"
-    assert out[9] == "192.168.1.5:9464"  # the host's own control address
+    # the endpoint goes to the host's loopback, whatever control address the host has
+    assert out[9] == "127.0.0.1:9464"
     assert out[10] == "other/path"
     assert lab._files["d1"] == {f"{run}/sessions/w.json", f"{run}/logs/w-d1.jsonl"}
-    # a host without a control address of its own keeps the planned one
-    assert lab._rewrite("s1", ("x", "--metrics", "172.30.0.4:9464"))[2] == "172.30.0.4:9464"
+    assert lab._rewrite("s1", ("x", "--metrics", "172.30.0.4:9465"))[2] == "127.0.0.1:9465"
+    # an address elsewhere in the argv is left alone
+    assert lab._rewrite("s1", ("x", "--dest", "172.30.0.4:9465"))[2] == "172.30.0.4:9465"
+    assert lab.monitoring_hosts.lab is lab
 
 
 def test_spawned_commands_write_their_group_to_a_pid_file(lab):
