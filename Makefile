@@ -146,7 +146,8 @@ mutants:
 	$(PY) bench/mutants.py $(BENCH_ARGS)
 
 # Per-datagram cost of the agents' metrics, old prometheus_client children against the
-# plain numbers the collector exports (~10 s, no lab; docs/agents.md).
+# plain numbers the collector exports, and one agent host's scrape, generate_latest
+# against render_text (~15 s, no lab; docs/agents.md).
 bench-metrics:
 	$(PY) bench/metrics_cost.py $(BENCH_ARGS)
 

@@ -120,7 +120,7 @@ def test_agents_share_one_loop_each_with_its_own_schedule_log_and_series(tmp_pat
     # 10 packets/s: r1 for 10 s, r2 for its 3 s (each packet 5 ms on the way)
     assert 98 <= r1[-1]["rx_packets"] <= 100 and 29 <= r2[-1]["rx_packets"] <= 31
     assert records(tmp_path / "s.jsonl")[-1]["tx_packets"] in (100, 101)
-    assert host.merged.sources == []  # every stopped agent's series withdrawn
+    assert host.merged.agents == []  # every stopped agent's series withdrawn
 
 
 def test_a_failing_agent_stops_alone_and_logs_why(tmp_path):
@@ -172,7 +172,7 @@ def test_merged_metrics_serve_every_agents_family_once():
     merged = MergedMetrics()
     a = AgentMetrics("r1", "f", "cbr", "receiver")
     b = AgentMetrics("r2", "f", "cbr", "receiver")
-    merged.sources += [a.registry, b.registry]
+    merged.agents += [a, b]
     families = list(merged.collect())
     names = [f.name for f in families]
     assert len(names) == len(set(names))
@@ -276,7 +276,7 @@ def test_the_hosts_metrics_answer_in_plain_text_whatever_the_scraper_asks():
     merged = MergedMetrics()
     agent = AgentMetrics("h1", "uni1", "cbr", "receiver")
     agent.core_gauge("rate_bps", 5.0)
-    merged.sources.append(agent.registry)
+    merged.agents.append(agent)
     namespaces = Namespaces()
     server = serve(merged, "127.0.0.1", 0, namespaces, None)
     try:

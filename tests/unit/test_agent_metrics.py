@@ -110,3 +110,27 @@ def test_a_core_gauge_appears_once_set_and_bad_ones_are_refused():
     assert "collides" in m.core_gauge("malformed_datagrams", 1)
     assert "non-numeric" in m.core_gauge("level", "x")
     assert m.value("mcc_agent_level") == 4.0
+
+
+def test_render_text_writes_what_generate_latest_writes_for_the_same_agents():
+    # An agent host answers scrapes with render_text: Prometheus and the analysis
+    # must see the exposition prometheus_client would have written, byte for byte,
+    # with awkward label values, NaN and large values, and core gauges that only
+    # some agents set (their families in order of first appearance).
+    from agents.runtime.metrics import render_text
+
+    registry = CollectorRegistry()
+    agents = [AgentMetrics(node, "f", "ormcc", role, registry=registry)
+              for node, role in (("h1", "sender"), ('h"2\\x\ny', "receiver"), ("h3", "receiver"))]
+    for k, m in enumerate(agents):
+        _fill(m, k + 1)
+    agents[1].loss_fraction = float("nan")
+    agents[2].throughput = 1.25e9  # prometheus_client writes 1.25e+09
+    assert agents[1].core_gauge("trac_bps", 2.5) is None
+    assert agents[2].core_gauge("cr_id", -1.0) is None
+    assert agents[0].core_gauge("trac_bps", float("inf")) is None
+    assert render_text(agents) == generate_latest(registry)
+    assert render_text(agents[:1]) != render_text(agents[1:2])
+    for m in agents:
+        m.remove()
+    assert render_text([]) == generate_latest(registry)  # families without samples
