@@ -294,3 +294,22 @@ def test_the_hosts_metrics_answer_in_plain_text_whatever_the_scraper_asks():
         server.shutdown()
         server.server_close()
         namespaces.close()
+
+
+def test_a_started_agents_objects_are_left_out_of_full_collections(tmp_path):
+    # A full collection walks every tracked object while the loop waits: the objects
+    # an agent builds at its start are frozen out of it once the agent runs.
+    import gc
+
+    plan, sessions = write_plan(tmp_path, [{"role": "receiver", "node": "r1"}])
+    loop = SimLoop()
+    host = Host(plan, sessions, loop, transport=FakeNet(loop).transport)
+    gc.unfreeze()
+    try:
+        host.schedule(origin=0.0)
+        assert host.agents[0].state == "running"
+        assert gc.get_freeze_count() > 0
+        assert not any(o is host.agents[0].agent for o in gc.get_objects())
+    finally:
+        host.stop_all()
+        gc.unfreeze()
