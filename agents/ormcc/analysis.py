@@ -32,7 +32,7 @@ def _period(run: Run, start_frac: float, end_frac: float) -> tuple[float, float]
     return start_frac * duration, end_frac * duration
 
 
-@measure("ormcc.suppression", unit="1")
+@measure("ormcc.suppression", unit="1", domain=(0, 1))
 def suppression(run: Run, flow: str, whole_run: bool = True) -> float:
     """Suppressed CIs over all CIs the receivers' losses triggered (sec. V-D).
 
@@ -66,7 +66,7 @@ def ci_sent(run: Run, flow: str) -> float:
     return float(sent.sum()) if not sent.empty else math.nan
 
 
-@measure("ormcc.cr_share", unit="1")
+@measure("ormcc.cr_share", unit="1", domain=(0, 1))
 def cr_share(run: Run, flow: str, node: str, start_frac: float = 0.0,
              end_frac: float = 1.0) -> float:
     """Fraction of the seconds in [start_frac, end_frac] of the run whose valid CR is ``node``."""

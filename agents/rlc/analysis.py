@@ -21,39 +21,39 @@ from mcclab.analysis.sweep import Sweep
 from mcclab.model.units import parse_rate
 
 
-@measure("rlc.fairness")
+@measure("rlc.fairness", unit="1", domain=(0, 1))
 def fairness(run: Run, packet_size: int = 256) -> float:
     """Jain's fairness index over the RLC instances' throughputs (Table 1)."""
     return ra.table1_row(run, 1.0, packet_size=packet_size)["fairness"]
 
 
-@measure("rlc.router_loss")
+@measure("rlc.router_loss", unit="1", domain=(0, 1))
 def router_loss(run: Run, src: str = "n1", dst: str = "n2") -> float:
     """Queue drops over arrivals at the bottleneck direction ``src -> dst`` (Table 1)."""
     return ra.router_loss(run, src, dst)
 
 
-@measure("rlc.perceived_loss")
+@measure("rlc.perceived_loss", unit="1", domain=(0, 1))
 def perceived_loss(run: Run) -> float:
     """Lost over expected packets on the joined layers, averaged over instances (Table 1)."""
     vals = [i.perceived_loss for i in ra.instances(run)]
     return float(np.nanmean(vals)) if vals else math.nan
 
 
-@measure("rlc.burst_loss")
+@measure("rlc.burst_loss", unit="1", domain=(0, 1))
 def burst_loss(run: Run) -> float:
     """Loss events (losses within t_D count once) over expected packets, mean of instances."""
     vals = [i.burst_loss for i in ra.instances(run)]
     return float(np.nanmean(vals)) if vals else math.nan
 
 
-@measure("rlc.exploitation")
+@measure("rlc.exploitation", unit="1", domain=(0, 1))
 def exploitation(run: Run, capacity: str = "1.5Mbit", packet_size: int = 256) -> float:
     """Aggregate RLC rate on the wire (payload + 28 B per packet) over the capacity."""
     return ra.table1_row(run, parse_rate(capacity), packet_size=packet_size)["exploitation"]
 
 
-@measure("rlc.eq2_in_band")
+@measure("rlc.eq2_in_band", unit="1", domain=(0, 1))
 def eq2_in_band(run: Run, low: float = 1.0, high: float = 2.0, tau0: float = 0.125,
                 packet_size: int = 256, P: int = 1, W: int = 8) -> float:  # noqa: N803
     """Fraction of instances whose (throughput, burst loss) point lies in Eq. 2's band."""
@@ -64,7 +64,7 @@ def eq2_in_band(run: Run, low: float = 1.0, high: float = 2.0, tau0: float = 0.1
     return sum(low <= c <= high for c in cs) / len(cs)
 
 
-@measure("rlc.in_sync")
+@measure("rlc.in_sync", unit="1", domain=(0, 1))
 def in_sync(run: Run, nodes: list[str], flow: str = "rlc") -> float:
     """Fraction of time after convergence that ``nodes`` hold the same level (Fig. 7)."""
     return fig7_sync(run, flow, tuple(nodes)).get("in_sync", math.nan)

@@ -75,13 +75,13 @@ def artt(run: Run, flow: str, node: str | None = None) -> float:
     return _over_receivers(run, "artt_seconds", flow, node)
 
 
-@measure("webrc.lossp", unit="1")
+@measure("webrc.lossp", unit="1", domain=(0, 1))
 def lossp(run: Run, flow: str, node: str | None = None) -> float:
     """LOSSP (the loss event rate estimate) over the window."""
     return _over_receivers(run, "lossp", flow, node)
 
 
-@measure("webrc.shared_fraction", unit="1")
+@measure("webrc.shared_fraction", unit="1", domain=(0, 1))
 def shared_fraction(run: Run, flow: str, node: str, src: str, dst: str) -> float:
     """Packets ``node`` received over the packets the link ``src -> dst`` carried, in the
     window (sec. 5.3: the share of the packets crossing the shared link that reach a

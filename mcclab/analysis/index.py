@@ -131,7 +131,8 @@ def _row(q: Quantity, mean: float | None, sd: float | None, runs: int, verdict: 
     """A Row from a quantity's criterion and a measured (mean) value."""
     return Row(label=q.label, source=q.source, kind=q.kind, unit=q.unit, paper=q.paper,
                mean=mean, sd=sd, runs=runs, verdict=verdict,
-               margin=None if mean is None else margin(mean, q.paper, q.tolerance, q.within),
+               margin=None if mean is None else margin(mean, q.paper, q.tolerance, q.within,
+                                                       q.domain),
                criterion=format_criterion(q))
 
 

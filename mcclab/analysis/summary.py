@@ -20,7 +20,10 @@ Each reference quantity of the spec is measured over the run's window with
 A pass or fail is *marginal* when the measured value lies within 10 % of the
 band's half-width of one of its edges, on either side (:func:`margin`): such a
 verdict would turn over with a small change of the measurement, so the report
-and the criterion tables label it.
+and the criterion tables label it. Only an edge a value can cross counts: one at
+or beyond the end of the quantity's domain (a share of 1, a loss of 0; see
+:func:`mcclab.model.quantities.domain_of`) cannot be crossed, so a value on it
+is not marginal.
 
 Where a quantity names a ``node``, its main flow (``flow``, ``numerator``) is
 measured at that node; the other flows it names (``of_flows``,
@@ -49,6 +52,7 @@ from mcclab.model.quantities import (
     Throughput,
     Utilisation,
     accepted_band,
+    domain_of,
 )
 
 Verdict = Literal["pass", "fail", "n/a", "error"]
@@ -74,7 +78,8 @@ class Quantity(BaseModel):
     within: tuple[float, float] | None
     verdict: Verdict
     margin: float | None = Field(
-        None, description="distance inside the band (negative: outside) over its half-width")
+        None, description="distance inside the band to its nearest edge a value can cross "
+        "(negative: outside) over its half-width; null: no edge can be crossed")
     marginal: bool = Field(False, description="a pass or fail within 10 % of a band edge")
     measure: str | None = Field(None, description="the plugin of a 'measure' quantity")
     error: str | None = Field(None, description="why a measure plugin failed")
@@ -90,6 +95,11 @@ class Quantity(BaseModel):
             data.pop("measure", None)
             data.pop("error", None)
         return data
+
+    @property
+    def domain(self) -> tuple[float, float] | None:
+        """The values this quantity can take (None: unbounded, or a measure without one)."""
+        return domain_of(self.kind, self.measure)
 
 
 class Summary(BaseModel):
@@ -128,12 +138,19 @@ def judge(measured: float, paper: float | None, tolerance: float | None,
 
 
 def margin(measured: float, paper: float | None, tolerance: float | None,
-           within: tuple[float, float] | None) -> float | None:
+           within: tuple[float, float] | None,
+           domain: tuple[float, float] | None = None) -> float | None:
     """How far a value sits inside its band, as a fraction of the band's half-width.
 
-    1 at the band's centre, 0 on its edge, negative outside it (a fail); None when
-    there is no finite band or value. With a tolerance and a range, the band is their
-    intersection, as the verdict requires both.
+    Inside the band it is the distance to the nearest edge a value can cross, over
+    the half-width: 1 at the centre of a band whose edges both lie inside the
+    quantity's ``domain``, 0 on a crossable edge. An edge at or beyond an end of
+    ``domain`` cannot be crossed (no share exceeds 1), so it does not count: a value
+    on it is as far from turning over as the other edge is, up to 2; with no
+    crossable edge the verdict cannot turn over and the margin is None. Outside the
+    band (a fail) it is minus the distance to the nearest edge over the half-width.
+    None as well when there is no finite band or value. With a tolerance and a
+    range, the band is their intersection, as the verdict requires both.
     """
     band = accepted_band(paper, tolerance, within)
     if not math.isfinite(measured) or band is None:
@@ -142,7 +159,12 @@ def margin(measured: float, paper: float | None, tolerance: float | None,
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         return None
     half = (hi - lo) / 2
-    return (half - abs(measured - (lo + half))) / half
+    if measured < lo or measured > hi:
+        return -max(lo - measured, measured - hi) / half
+    low_end, high_end = domain if domain is not None else (-math.inf, math.inf)
+    inside = [measured - lo] if lo > low_end else []
+    inside += [hi - measured] if hi < high_end else []
+    return min(inside) / half if inside else None
 
 
 def is_marginal(verdict: str, value: float | None) -> bool:
@@ -254,7 +276,8 @@ def evaluate(ref: Reference, run: Run) -> Quantity:
                         note=f"{ref.measure} failed: {message}")
     verdict = judge(value, ref.paper, ref.tolerance, ref.within)
     measured = value if math.isfinite(value) else None
-    inside = margin(value, ref.paper, ref.tolerance, ref.within)
+    inside = margin(value, ref.paper, ref.tolerance, ref.within,
+                    domain_of(ref.kind, ref.measure if isinstance(ref, MeasureRef) else None))
     marginal = is_marginal(verdict, inside)
     if measured is None:
         note = measure.why_missing(ref)

@@ -120,11 +120,14 @@ UNITS: dict[str, Unit] = {u.name: u for u in (
 
 @dataclass(frozen=True)
 class Plugin:
-    """A registered function, its name and (for measures) its unit."""
+    """A registered function, its name and (for measures) its unit and domain."""
 
     name: str
     fn: Callable[..., Any]
     unit: str = ""
+    # The values a measure can take (a fraction: (0, 1)); None when it declares none.
+    # A band edge at or beyond it cannot be crossed (mcclab.analysis.summary.margin).
+    domain: tuple[float, float] | None = None
 
     @property
     def doc(self) -> str:
@@ -164,18 +167,27 @@ def _register(registry: dict[str, Plugin], plugin: Plugin) -> None:
     registry[plugin.name] = plugin
 
 
-def measure(name: str, unit: str = "1") -> Callable[[F], F]:
+def measure(name: str, unit: str = "1",
+            domain: tuple[float, float] | None = None) -> Callable[[F], F]:
     """Register ``fn(run: Run, **args) -> float`` as measure ``name``, valued in ``unit``.
 
     ``unit`` is one of :data:`UNITS`; the paper value of a spec's reference
-    is parsed in it ('0.2s' for 's', '12%' or 0.12 for '1').
+    is parsed in it ('0.2s' for 's', '12%' or 0.12 for '1'). ``domain`` is the
+    closed range of values the measure can take, where it has one ((0, 1) for a
+    fraction; an end may be infinite): a band edge at or beyond it is one no
+    measurement can cross, so a value on it is not a marginal verdict.
     """
     if unit not in UNITS:
         raise ValueError(f"measure {name!r}: unknown unit {unit!r}; use one of "
                          f"{', '.join(UNITS)}")
+    if domain is not None and not domain[0] < domain[1]:
+        raise ValueError(f"measure {name!r}: domain {domain!r} is empty (low must be below "
+                         "high)")
 
     def register(fn: F) -> F:
-        _register(MEASURES, Plugin(name, fn, unit))
+        _register(MEASURES, Plugin(name, fn, unit,
+                                   None if domain is None else (float(domain[0]),
+                                                                float(domain[1]))))
         return fn
     return register
 

@@ -243,6 +243,33 @@ def accepted_band(paper: float | None, tolerance: float | None,
     return lo, hi
 
 
+# The values each built-in kind can take: fractions in [0, 1] (Jain's index of n flows is at
+# least 1/n, but [0, 1] holds for any n), rates and their ratios from 0 upwards. A measure's
+# domain is its plugin's (``@measure(..., domain=...)``).
+KIND_DOMAINS: dict[str, tuple[float, float]] = {
+    "share": (0.0, 1.0), "utilisation": (0.0, 1.0), "loss": (0.0, 1.0),
+    "fairness": (0.0, 1.0), "throughput": (0.0, math.inf), "ratio": (0.0, math.inf),
+}
+
+
+def domain_of(kind: str, measure: str | None = None) -> tuple[float, float] | None:
+    """The closed range of values a quantity of ``kind`` can take; None when it has none.
+
+    For a ``measure`` it is what the plugin ``measure`` declares (None when the plugin
+    declares none or is not registered: a result folder may outlive its plugin).
+    """
+    if kind != "measure":
+        return KIND_DOMAINS.get(kind)
+    from mcclab.model.plugins import PluginError, get_measure
+
+    if measure is None:
+        return None
+    try:
+        return get_measure(measure).domain
+    except PluginError:
+        return None
+
+
 def fraction_problem(args: dict[str, Any]) -> str | None:
     """Why a plugin's ``*_frac`` arguments do not make a window inside the run (None: they do).
 

@@ -21,6 +21,7 @@ from mcclab.analysis.index import paper_of
 from mcclab.analysis.summary import is_marginal, judge, margin
 from mcclab.audit import Criterion, _show, collect
 from mcclab.experiment.loader import resolve
+from mcclab.model.quantities import REFERENCE_KINDS, domain_of
 from mcclab.reproduce import paper_experiments, plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,9 +139,18 @@ def parse_measured(cell: str) -> tuple[str, float] | None:
     return found["profile"], float(found["value"]) * UNITS[found["unit"]]
 
 
+def domain(item: Criterion) -> tuple[float, float] | None:
+    """The values the criterion's quantity can take, as the index reads them (the audit's
+    ``kind`` is the reference's kind, or the measure's name for a measure)."""
+    if item.kind in REFERENCE_KINDS:
+        return domain_of(item.kind)
+    return domain_of("measure", item.kind)
+
+
 def margin_of(item: Criterion, value: float) -> float | None:
-    """The margin the index gives ``value`` (docs/reproduce.md, *The margin*)."""
-    return margin(value, item.paper, item.tolerance, item.within)
+    """The margin the index gives ``value`` (docs/reproduce.md, *The margin*); None when
+    no edge of the band can be crossed."""
+    return margin(value, item.paper, item.tolerance, item.within, domain(item))
 
 
 def verdict_of(item: Criterion, value: float) -> str:

@@ -145,7 +145,7 @@ def switch_times(run: Run, flow: str, tracked: str, start: float, end: float,
     return out
 
 
-@measure("tracking.share", unit="1")
+@measure("tracking.share", unit="1", domain=(0, 1))
 def share(run: Run, flow: str, tracked: str, node: str, valid: str | None = None,
           rid: str = "rid", start_frac: float = 0.0, end_frac: float = 1.0) -> float:
     """Share of the sender's seconds in the period whose tracked receiver is ``node``.
@@ -160,7 +160,7 @@ def share(run: Run, flow: str, tracked: str, node: str, valid: str | None = None
     return got.get(node, 0.0) if got else math.nan
 
 
-@measure("tracking.lead", unit="1")
+@measure("tracking.lead", unit="1", domain=(-1, 1))
 def lead(run: Run, flow: str, tracked: str, node: str, valid: str | None = None,
          rid: str = "rid", start_frac: float = 0.0, end_frac: float = 1.0) -> float:
     """``node``'s share of the period minus the largest share of any other receiver.
