@@ -3,7 +3,8 @@
 ``inventory`` maps a topology's nodes to machines (an Ansible inventory, a
 CloudLab manifest RSpec or an Emulab node list); ``ssh`` runs commands and
 long-lived processes on them and copies files; ``clocks`` measures each
-host's clock against the controller; ``hosts`` and ``routers`` configure the
+host's clock against the controller, and ``timebase`` moves times
+between the two with it; ``hosts`` and ``routers`` configure the
 nodes and start their routing daemons over SSH; ``standins`` makes network
 namespaces with an sshd each that stand in for testbed hosts on one machine.
 """

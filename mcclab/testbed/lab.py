@@ -28,9 +28,15 @@ processes' pid files in ``/tmp/mcclab-ssh/<lab>/pids/``, and the run's files in
 ``/tmp/mcclab-ssh/<lab>/run/``: an argv word naming a path in the local run
 folder is rewritten to the same path under it, session files are copied there
 before the first process starts, and each process's files are copied back at
-teardown, agents' event-log times moved onto the controller's monotonic clock
-by the host's measured offset. A process started on a host writes its process
-group to a pid file there, and teardown ends each group by it.
+teardown. Times cross between the clocks with each host's measured offsets
+(``mcclab.testbed.timebase``): the run's ``--t0`` is moved onto the host's
+monotonic clock in the argv sent, agents' event-log times back onto the
+controller's, armed starts' marks from the host's boot clock onto the
+controller's; every move is listed in ``clocks.json`` with the offset's
+uncertainty. A process started on a host writes its process group to a pid
+file there; its local SSH client is tied to it (``mcclab.testbed.ssh.tied``),
+so the runner ending the client at the launch's stop time ends the group, and
+teardown ends every group left by its pid file.
 """
 
 from __future__ import annotations
@@ -53,7 +59,14 @@ from mcclab.testbed.hosts import configure
 from mcclab.testbed.inventory import Inventory
 from mcclab.testbed.monitoring import HostMonitoring, loopback_metrics
 from mcclab.testbed.routers import RemoteRouters
-from mcclab.testbed.ssh import SPAWN_SCRIPT, Ssh, SshError, SshRunner
+from mcclab.testbed.ssh import SPAWN_SCRIPT, TIE_GRACE, Ssh, SshError, SshRunner, tied
+from mcclab.testbed.timebase import (
+    Translation,
+    armed_marks,
+    marks_to_controller,
+    program,
+    to_host_argv,
+)
 
 REMOTE_ROOT = "/tmp/mcclab-ssh"
 
@@ -61,7 +74,13 @@ REMOTE_ROOT = "/tmp/mcclab-ssh"
 def shift_event_times(text: str, offset: float) -> str:
     """An agent event log (JSON lines) with every ``t`` moved by ``-offset`` seconds:
     from the host's monotonic clock onto the controller's."""
+    return _shift_events(text, offset)[0]
+
+
+def _shift_events(text: str, offset: float) -> tuple[str, int]:
+    """:func:`shift_event_times`, and how many records it moved."""
     out = []
+    moved = 0
     for line in text.splitlines():
         try:
             record = json.loads(line)
@@ -71,8 +90,9 @@ def shift_event_times(text: str, offset: float) -> str:
         if isinstance(record, dict) and isinstance(record.get("t"), int | float):
             record["t"] = round(record["t"] - offset, 6)
             line = json.dumps(record)
+            moved += 1
         out.append(line)
-    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+    return "\n".join(out) + ("\n" if text.endswith("\n") else ""), moved
 
 
 class TestbedLab:
@@ -105,6 +125,9 @@ class TestbedLab:
         self.clocks: dict[str, ClockOffset] = {}
         self._spawned: list[tuple[str, str]] = []  # (node, remote pid file)
         self._files: dict[str, set[str]] = {}  # node -> local run files its processes name
+        self._marks: dict[str, set[str]] = {}  # node -> armed wrappers' marks files
+        # Every time moved between a host's clock and the controller's (clocks.json).
+        self.translations: list[Translation] = []
         self._pushed = False
         self._down = False
 
@@ -115,15 +138,30 @@ class TestbedLab:
 
     def _rewrite(self, node: str, argv: tuple[str, ...]) -> list[str]:
         """``argv`` for ``node``'s host: run-folder paths moved under the host's folder,
-        and a metrics endpoint moved to the host's loopback (the controller scrapes it
-        through a forward, ``mcclab.testbed.monitoring``)."""
+        a metrics endpoint moved to the host's loopback (the controller scrapes it
+        through a forward, ``mcclab.testbed.monitoring``), and times on the controller's
+        monotonic clock (``--t0``) moved onto the host's by its measured offset."""
         prefix = str(self.run_dir) + "/"
+        marks = armed_marks(argv)
+        if marks is not None and marks.startswith(prefix):
+            self._marks.setdefault(node, set()).add(marks)
         out = []
         for word in loopback_metrics(argv):
             if word.startswith(prefix):
                 self._files.setdefault(node, set()).add(word)
                 word = self.remote_path(word)
             out.append(word)
+        clock = self.clocks.get(node)
+        out, moved = to_host_argv(out, clock.monotonic_offset_s if clock else 0.0)
+        if moved and clock is None:
+            raise SshError(f"{node}: {moved[0][0]} is a time on the controller's clock, and "
+                           "the host's clock offset is not measured")
+        for option, controller, host in moved:
+            assert clock is not None
+            self.translations.append(Translation(
+                node, "to-host", "monotonic", f"{option} of {program(argv)}",
+                clock.monotonic_offset_s, clock.uncertainty_s,
+                controller_s=round(controller, 6), host_s=round(host, 6)))
         return out
 
     def _push_run_files(self) -> None:
@@ -147,8 +185,11 @@ class TestbedLab:
             self._push_run_files()
             pid_file = f"{self.remote_dir}/pids/{len(self._spawned)}.pgid"
             self._spawned.append((node, pid_file))
-            return self.ssh.argv(node, ["setsid", "-w", "sh", "-c", SPAWN_SCRIPT, "mcclab",
-                                        pid_file, *words])
+            # Tied: the runner ends a launch at its stop time by ending this argv's local
+            # process group, and the remote group must end with it.
+            return tied(self.ssh.argv(node, ["setsid", "-w", "sh", "-c", SPAWN_SCRIPT,
+                                             "mcclab", pid_file, *words]),
+                        self.ssh.stop_argv(node, pid_file, TIE_GRACE))
         return remote
 
     def run(self, node: str, argv: list[str], check: bool = True) -> str:
@@ -192,12 +233,36 @@ class TestbedLab:
         self._spawned.clear()
         self.ssh.stop_files(waiters, grace)
 
+    def _to_controller(self, node: str, local: str, text: str) -> str:
+        """A file copied back from ``node``'s host with its times on the controller's
+        clock: an event log's ``t`` (monotonic), an armed-start marks file's times
+        (boot clock); any other file as it is."""
+        clock = self.clocks.get(node)
+        if clock is None:
+            return text
+        if local.endswith(".jsonl"):
+            text, moved = _shift_events(text, clock.monotonic_offset_s)
+            kind, offset = "monotonic", clock.monotonic_offset_s
+        elif local in self._marks.get(node, ()):
+            # A host without a boot-clock offset (an old clocks.json) has not been
+            # suspended since its boot as far as the run can tell: boot = monotonic.
+            kind, offset = (("boottime", clock.boottime_offset_s)
+                            if clock.boottime_offset_s is not None
+                            else ("monotonic", clock.monotonic_offset_s))
+            text, moved = marks_to_controller(text, offset)
+        else:
+            return text
+        rel = str(PurePosixPath(local).relative_to(PurePosixPath(str(self.run_dir))))
+        self.translations.append(Translation(node, "to-controller", kind, rel, offset,
+                                             clock.uncertainty_s, values=moved))
+        return text
+
     def _collect(self) -> None:
-        """Copy back each host's files of the run: event logs moved onto the controller's
-        clock, marks files merged line by line."""
+        """Copy back each host's files of the run, their times moved onto the controller's
+        clock (:meth:`_to_controller`); a file several hosts wrote (the armed starts'
+        marks) merged line by line."""
         seen: dict[str, list[str]] = {}
         for node, files in self._files.items():
-            offset = self.clocks.get(node)
             for local in sorted(files):
                 if "/sessions/" in local:
                     continue
@@ -207,8 +272,9 @@ class TestbedLab:
                     continue  # a process that never wrote its file
                 path = Path(local)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                if local.endswith(".jsonl") and offset is not None:
-                    path.write_text(shift_event_times(text, offset.monotonic_offset_s))
+                text = self._to_controller(node, local, text)
+                if local.endswith(".jsonl"):
+                    path.write_text(text)
                 elif local in seen:
                     lines = seen[local] + [ln for ln in text.splitlines()
                                            if ln not in seen[local]]
@@ -217,6 +283,12 @@ class TestbedLab:
                 else:
                     seen[local] = text.splitlines()
                     path.write_text(text)
+
+    def record_clocks(self) -> None:
+        """Rewrite ``clocks.json`` with every translation made so far (nothing when the
+        clocks were never measured)."""
+        if self.clocks:
+            write_clocks(self.run_dir, self.clocks, [t.record() for t in self.translations])
 
     def down(self) -> None:
         """Stop everything on the hosts, copy the run's files back, remove the hosts' folders
@@ -233,6 +305,7 @@ class TestbedLab:
                 self.monitoring_hosts.cleanup()
             with contextlib.suppress(SshError):
                 self._collect()
+            self.record_clocks()
             if self.routers is not None:
                 self.routers.stop()
                 # The runner copied the lab's folder before teardown; the daemons' own

@@ -15,6 +15,9 @@ instead of prompting. Host keys are checked as the inventory says
 A long-lived process (:meth:`Ssh.spawn`) runs in a session of its own on the
 host, and writes its process group id to a pid file there first, so
 :meth:`Ssh.stop` ends the whole group whatever became of the SSH connection.
+:func:`tied` wraps such a client so that ending it on the controller ends the
+remote group too (the experiment runner stops a launch by ending its local
+process group).
 """
 
 from __future__ import annotations
@@ -43,6 +46,25 @@ _STOP = ('pg=$(cat "$1" 2>/dev/null) || exit 0; [ -n "$pg" ] || exit 0; '
          'while kill -0 "-$pg" 2>/dev/null; do i=$((i+1)); '
          'if [ "$i" -ge "$2" ]; then kill -KILL "-$pg" 2>/dev/null; sleep 0.1; break; fi; '
          'sleep 0.1; done; exit 0')
+# Runs on the controller around the ssh client of a process ($2...), so that ending
+# the client ends the remote process too, as ending a local process would: sshd does
+# not signal a command whose session closes. The client runs in the background on the
+# wrapper's stdin (fd 3 carries it past the shell's /dev/null for background jobs);
+# on TERM or INT the wrapper ends the client, then runs $1 (a command line ending the
+# remote process group through its pid file) and exits; otherwise it exits as the
+# client did.
+TIE_SCRIPT = ('stop=$1; shift; exec 3<&0; "$@" <&3 3<&- & c=$!; exec 3<&-; '
+              'trap \'trap "" TERM INT; kill -TERM "$c" 2>/dev/null; eval "$stop"; '
+              'exit 143\' TERM INT; wait "$c"')
+# Seconds the remote process gets between TERM and KILL when its client is ended; under
+# the 3 s the runner waits for a stopped process (mcclab.state.kill_groups).
+TIE_GRACE = 2.0
+
+
+def tied(client: Sequence[str], stop: Sequence[str]) -> list[str]:
+    """The local argv running ``client`` (an ssh argv starting a remote process) so that
+    a TERM or INT to it also runs ``stop`` (an ssh argv ending that process)."""
+    return ["sh", "-c", TIE_SCRIPT, "mcclab-tie", shlex.join(stop), *client]
 
 
 class SshError(RuntimeError):
@@ -166,11 +188,15 @@ class Ssh:
         self.processes.append(remote)
         return remote
 
+    def stop_argv(self, node: str, pid_file: str, grace: float = 3.0) -> list[str]:
+        """The local argv ending the process group named by ``pid_file`` on ``node``'s host:
+        TERM, KILL after ``grace`` seconds (nothing when the group is gone already)."""
+        return self.script_argv(node, _STOP, pid_file, str(max(1, round(grace * 10))))
+
     def stop_files(self, groups: Sequence[tuple[str, str]], grace: float = 3.0) -> None:
         """End the process groups named by remote pid files, ``(node, pid_file)`` each:
         TERM to all at once, KILL to what is left after ``grace``."""
-        tenths = str(max(1, round(grace * 10)))
-        pending = [subprocess.Popen(self.script_argv(node, _STOP, pid_file, tenths),
+        pending = [subprocess.Popen(self.stop_argv(node, pid_file, grace),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                    for node, pid_file in groups]
         for waiter in pending:

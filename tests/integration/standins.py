@@ -22,7 +22,12 @@ What a testbed gives once an experiment is swapped in, built from a topology:
 * optionally (``shape=True``) the links' rates, delays and queues, as a
   testbed's delay nodes give them: the lab's own userspace link emulator,
   started in the machines' namespaces, so a run on the stand-ins meets the same
-  bottleneck as a lab run.
+  bottleneck as a lab run;
+* optionally (``clocks_ahead``) machines whose clocks disagree with the
+  controller's, as separate machines' do: such a machine's sshd runs in a time
+  namespace of its own (``unshare --time``) whose ``CLOCK_MONOTONIC`` and
+  ``CLOCK_BOOTTIME`` are that many whole seconds ahead (negative: behind), so
+  every process the backend starts there reads those clocks.
 
 Everything is recorded in a lab record under the machine-wide lab lock
 (``nspair.recorded_lab``) before it is made; teardown removes exactly that:
@@ -34,7 +39,7 @@ from __future__ import annotations
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,12 +159,14 @@ def _shape(topo: Topology, plan: AddressPlan, state: LabState, ns: dict[str, str
 @contextmanager
 def stand_ins(topo: Topology, tag: str, folder: Path, shape: bool = False,
               seed: int = 1, only: Sequence[str] | None = None,
-              proxy: bool = False) -> Iterator[StandIns]:
+              proxy: bool = False,
+              clocks_ahead: Mapping[str, int] | None = None) -> Iterator[StandIns]:
     """Stand-in hosts for every host and router of ``topo`` (no LANs), torn down after;
     ``shape`` emulates the links' parameters (with the link emulator's ``seed``);
     ``only`` builds just those nodes (and the links between them), for tests that
     need a machine rather than the topology; ``proxy`` runs the SSH client in the
-    root namespace, through a proxy in the control namespace."""
+    root namespace, through a proxy in the control namespace; ``clocks_ahead`` sets
+    nodes' monotonic and boot clocks that many seconds ahead of this machine's."""
     if topo.names("lan"):
         raise ValueError("stand-in hosts do not build LANs")
     if not Path(SSHD).exists():
@@ -190,9 +197,16 @@ def stand_ins(topo: Topology, tag: str, folder: Path, shape: bool = False,
             _shape(topo, plan, state, ns, folder, seed)
         for node in nodes:
             log = folder / f"sshd-{node}.log"
+            ahead = (clocks_ahead or {}).get(node)
+            # unshare --time moves the clocks of the children it forks: sshd, and with
+            # it every session, so everything the backend starts on this machine.
+            clock = ([] if ahead is None else
+                     ["unshare", "--time", "--kill-child", f"--monotonic={ahead}",
+                      f"--boottime={ahead}"])
             with log.open("ab") as out:
                 proc = subprocess.Popen(
-                    ["ip", "netns", "exec", ns[node], SSHD, "-D", "-e", "-f", str(config),
+                    ["ip", "netns", "exec", ns[node], *clock, SSHD, "-D", "-e", "-f",
+                     str(config),
                      "-o", f"ListenAddress={plan.control[node].ip}"],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True)

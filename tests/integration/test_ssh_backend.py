@@ -173,7 +173,13 @@ def _listens(netns: str | None, port: int) -> bool:
 def test_default_experiment_runs_through_the_ssh_backend(tmp_path):
     """The quick default experiment, shortened to 40 s, on shaped stand-ins: the run
     completes into the usual folder, with both flows measured behind the bottleneck and
-    the agents' and routers' series scraped from the hosts through SSH forwards."""
+    the agents' and routers' series scraped from the hosts through SSH forwards.
+
+    ``s1``, ``s2`` and ``d1`` have clocks of their own, as separate machines do (a time
+    namespace each): the monotonic and boot clocks of s1 (WEBRC's sender) and s2 (the
+    TCP sender) hours ahead of the controller's, d1's (WEBRC's receiver) behind. The
+    agents' logs and the TCP client's armed start come back on the controller's
+    clock."""
     from mcclab.experiment.loader import resolve
     from mcclab.experiment.runner import RunOptions, execute
     from mcclab.testbed.lab import REMOTE_ROOT, TestbedLabs
@@ -181,9 +187,13 @@ def test_default_experiment_runs_through_the_ssh_backend(tmp_path):
     resolved = resolve("default", "quick", ["duration=40s", "warmup=20s"])
     topo = resolved.topology
     tag = f"sr{os.getpid() % 100000}"
+    # Behind by more than the run lasts, and no further than this machine's clock goes
+    # back (a clock cannot be set before its zero).
+    ahead = {"s1": 12345, "s2": 23456,
+             "d1": -min(4321, int(time.clock_gettime(time.CLOCK_BOOTTIME)) // 2)}
     # proxy: the ssh client (and so its forwards) in the root namespace, with Prometheus
     with stand_ins(topo, tag, tmp_path / "standins", shape=True,
-                   seed=resolved.experiment.seed, proxy=True) as si:
+                   seed=resolved.experiment.seed, proxy=True, clocks_ahead=ahead) as si:
         labs = TestbedLabs(load_inventory(si.inventory, topo), control_dir(si.state))
         run_dir = execute(resolved, RunOptions(results=tmp_path / "results", lab=labs,
                                                started=labs.started, fork=False))
@@ -198,6 +208,22 @@ def test_default_experiment_runs_through_the_ssh_backend(tmp_path):
     assert record["status"] == "complete", record.get("error")
     clocks = json.loads((run_dir / "clocks.json").read_text())
     assert set(clocks["hosts"]) == set(topo.nodes)
+    for node, row in clocks["hosts"].items():
+        # measured to within their uncertainty (and a millisecond for the hop inside)
+        for clock in ("monotonic_offset_s", "boottime_offset_s"):
+            assert abs(row[clock] - ahead.get(node, 0)) <= row["uncertainty_s"] + 1e-3, row
+    moved = {(t["node"], t["what"]): t for t in clocks["translations"]}
+    armed = moved[("s2", "logs/armed-starts.txt")]
+    assert armed["clock"] == "boottime" and armed["values"] == 1, armed
+    assert abs(armed["offset_s"] - 23456) < 1e-3, armed
+    assert abs(moved[("s1", "logs/webrc-sender-s1.jsonl")]["offset_s"] - 12345) < 1e-3, moved
+    assert moved[("d1", "logs/webrc-receiver-d1.jsonl")]["offset_s"] < -40, moved
+    # the TCP client, armed on s2, began on time by the controller's clock (without the
+    # translation its lag would be s2's 23456 s)
+    starts = pd.read_csv(run_dir / "tables" / "starts.csv")
+    client = starts[(starts["flow"] == "tcp") & (starts["role"] == "client")]
+    assert len(client) == 1 and client["how"].item() == "armed", starts
+    assert -0.1 < client["lag_s"].item() < 1.0, starts
     # the agents wrote their logs on the hosts; teardown brought them back and removed
     # the hosts' folders
     assert remote_left == []

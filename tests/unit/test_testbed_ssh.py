@@ -5,6 +5,7 @@ hands it to the login shell), so quoting and process handling are real without a
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,9 +14,15 @@ import pytest
 
 from mcclab.commands import Cmd, cmd
 from mcclab.execute import CommandError
-from mcclab.state import LabState, proc_stat_fields
+from mcclab.state import (
+    LabState,
+    TrackedProcess,
+    kill_groups,
+    proc_start_time,
+    proc_stat_fields,
+)
 from mcclab.testbed.inventory import Host, Inventory
-from mcclab.testbed.ssh import Ssh, SshError, SshRunner
+from mcclab.testbed.ssh import SPAWN_SCRIPT, Ssh, SshError, SshRunner, tied
 
 # Takes ssh's arguments: writes them to $FAKE_SSH_LOG, answers -O at once, and runs the
 # command string after "-- TARGET" with sh -c, as sshd does.
@@ -172,3 +179,66 @@ def test_runner_runs_node_commands_on_their_hosts(fake, tmp_path):
     transcript = (tmp_path / "commands.log").read_text().splitlines()
     assert transcript[0] == "0\t[mcl-h1] echo 'on h1'"
 
+
+
+# --- a process tied to its client: ended on the host when its local client is ------------
+
+def _tied_popen(fake, tmp_path, remote: list[str], stdin=subprocess.DEVNULL,
+                tie: bool = True) -> tuple[subprocess.Popen, Path, Path]:
+    """Start ``remote`` on h1 as the testbed lab's route does (a spawn writing its group to
+    a pid file, tied to its client unless ``tie`` is false)."""
+    pid_file, log = tmp_path / "t.pgid", tmp_path / "t.out"
+    client = fake.argv("h1", ["setsid", "-w", "sh", "-c", SPAWN_SCRIPT, "mcclab",
+                              str(pid_file), *remote])
+    argv = tied(client, fake.stop_argv("h1", str(pid_file), 1.0)) if tie else client
+    with log.open("ab") as out:
+        proc = subprocess.Popen(argv, stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    return proc, pid_file, log
+
+
+def _wait_for(what, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_ending_a_tied_client_ends_the_remote_group(fake, tmp_path):
+    """What the runner does at a launch's stop time (TERM to the local group, KILL after
+    3 s) ends the remote process group too."""
+    sleeper = ["sh", "-c", "sleep 60 & echo started; wait"]
+    # Untied, the remote group outlives its client (sshd does not signal it): the
+    # premise of the tie.
+    proc, pid_file, log = _tied_popen(fake, tmp_path, sleeper, tie=False)
+    _wait_for(lambda: pid_file.exists() and "started" in log.read_text())
+    pgid = int(pid_file.read_text())
+    kill_groups([TrackedProcess(proc.pid, proc_start_time(proc.pid) or -1, "untied")])
+    assert _group_alive(pgid)
+    fake.stop_files([("h1", str(pid_file))], grace=0.5)
+    assert not _group_alive(pgid)
+    pid_file.unlink()
+
+    proc, pid_file, log = _tied_popen(fake, tmp_path, sleeper)
+    _wait_for(lambda: pid_file.exists() and "started" in log.read_text())
+    pgid = int(pid_file.read_text())
+    started = time.monotonic()
+    kill_groups([TrackedProcess(proc.pid, proc_start_time(proc.pid) or -1, "tied")])
+    assert not _group_alive(pgid)
+    # within the runner's grace, so by the tie and not by the KILL that follows it
+    assert time.monotonic() - started < 3.0
+
+
+def test_a_tied_client_passes_its_input_and_its_exit_status(fake, tmp_path):
+    """An armed start's gate is the client's stdin: the remote side sees its end of file
+    only when the gate opens; a remote process that ends by itself ends the client with
+    its status."""
+    read_fd, write_fd = os.pipe()
+    proc, _, log = _tied_popen(fake, tmp_path, ["sh", "-c", 'read _g; echo "gate open"; exit 3'],
+                               stdin=read_fd)
+    os.close(read_fd)
+    time.sleep(0.5)
+    assert "gate open" not in log.read_text() and proc.poll() is None
+    os.close(write_fd)
+    assert proc.wait(timeout=10) == 3
+    assert "gate open" in log.read_text()
