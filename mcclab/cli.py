@@ -352,7 +352,7 @@ def run(
         err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
         raise typer.Exit(2) from None
     exp = resolved.experiment
-    hosts = _testbed_labs(inventory, resolved.topology, user) if inventory else None
+    hosts = _testbed_labs(inventory, resolved, user) if inventory else None
     console.print(f"[bold]{exp.name}[/bold] ({profile} profile, "
                   f"{show_duration(exp.duration)}): {exp.description}", highlight=False)
     with _progress_bar() as bar:
@@ -396,16 +396,28 @@ def run(
         raise typer.Exit(1)
 
 
-def _testbed_labs(inventory: Path, topo, user: str | None):  # noqa: ANN001, ANN202
-    """The lab factory of a run on the inventory's hosts; exits 2 if it does not map."""
+def _testbed_labs(inventory: Path, resolved, user: str | None):  # noqa: ANN001, ANN202
+    """The lab factory of a run on the inventory's hosts; exits 2, before any host is
+    contacted, if the inventory does not map or the experiment asks for what a run on
+    hosts cannot do (mcclab.testbed.support)."""
+    from rich.markup import escape
+
     from mcclab.testbed.inventory import InventoryError, load_inventory
     from mcclab.testbed.lab import TestbedLabs
+    from mcclab.testbed.support import unsupported
 
+    refusals = unsupported(resolved.experiment, resolved.topology)
     try:
-        return TestbedLabs(load_inventory(inventory, topo, user=user))
+        labs = TestbedLabs(load_inventory(inventory, resolved.topology, user=user))
     except InventoryError as exc:
         err.print(f"[red]invalid inventory[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        labs = None
+    for problem in refusals:
+        err.print(f"[red]refused on hosts:[/red] {escape(problem.message())}", highlight=False)
+    if labs is None or refusals:
+        err.print("no run was started", highlight=False)
+        raise typer.Exit(2)
+    return labs
 
 
 @app.command("list")

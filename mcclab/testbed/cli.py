@@ -2,8 +2,9 @@
 behind it, and provisioning them with the project's playbook (``mcclab.testbed.provision``).
 
 ``check`` is read-only: it maps the experiment's nodes to the inventory's hosts (refusing
-what does not map), logs in to every host over SSH, checks that each carries
-its planned addresses on the planned interfaces, and measures its clock
+what does not map), lists what of the experiment a run on hosts cannot do yet
+(``mcclab.testbed.support``), logs in to every host over SSH, checks that each
+carries its planned addresses on the planned interfaces, and measures its clock
 offsets. Nothing on the hosts is changed.
 """
 
@@ -13,10 +14,15 @@ import json
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:  # the module loads the spec models: only when a command runs
+    from mcclab.testbed.support import Unsupported
 
 testbed_app = typer.Typer(help="Allocated hosts: check an inventory against an experiment, "
                           "provision its hosts (docs/testbeds.md).", no_args_is_help=True)
@@ -31,14 +37,17 @@ def check(
                                    help="Ansible inventory (INI or YAML), CloudLab manifest "
                                    "RSpec or Emulab node list"),
     profile: str = typer.Option("quick", help="quick or paper"),
+    set_: list[str] = typer.Option([], "--set", help="override a key, as for 'mcclab run'"),
     user: str | None = typer.Option(None, help="login of a manifest or node list"),
     port: int = typer.Option(22, help="SSH port of a node list's hosts"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
-    """Check that the inventory's hosts can run EXPERIMENT: mapping, logins, addresses, clocks.
+    """Check that the inventory's hosts can run EXPERIMENT: mapping, what the experiment
+    asks that hosts cannot do yet, logins, addresses, clocks.
 
-    Exits 2 when the inventory does not map the topology, 1 when a host cannot be
-    reached or does not carry its addresses.
+    Exits 2 when the inventory does not map the topology, 1 when the experiment asks
+    for something a run on hosts refuses, or a host cannot be reached or does not
+    carry its addresses.
     """
     from mcclab.experiment.loader import resolve
     from mcclab.model.addressing import plan_addresses
@@ -47,12 +56,20 @@ def check(
     from mcclab.testbed.hosts import interface_problems, parse_addresses
     from mcclab.testbed.inventory import InventoryError, load_inventory
     from mcclab.testbed.ssh import Ssh, SshError
+    from mcclab.testbed.support import unsupported
 
     try:
-        topo = resolve(experiment, profile).topology
-        inv = load_inventory(inventory, topo, user=user, port=port)
-    except (SpecError, InventoryError) as exc:
+        resolved = resolve(experiment, profile, set_)
+    except SpecError as exc:
         err.print(f"[red]refused[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
+    topo = resolved.topology
+    refusals = unsupported(resolved.experiment, topo)
+    try:
+        inv = load_inventory(inventory, topo, user=user, port=port)
+    except InventoryError as exc:
+        err.print(f"[red]refused[/red]\n{exc}", highlight=False)
+        _print_unsupported(refusals)
         raise typer.Exit(2) from None
     plan = plan_addresses(topo)
     rows = {}
@@ -70,11 +87,12 @@ def check(
                 rows[node] = row
         finally:
             ssh.close()
-    bad = any(row["problems"] for row in rows.values())
+    bad = bool(refusals) or any(row["problems"] for row in rows.values())
     if as_json:
         console.print_json(json.dumps({"inventory": str(inventory), "format": inv.format,
-                                       "ignored": list(inv.ignored), "hosts": rows,
-                                       "ok": not bad}))
+                                       "ignored": list(inv.ignored),
+                                       "unsupported": [u.record() for u in refusals],
+                                       "hosts": rows, "ok": not bad}))
     else:
         table = Table("node", "host", "clock offset", "±", "problems")
         for node, row in rows.items():
@@ -84,8 +102,16 @@ def check(
                           f"{clock['uncertainty_s'] * 1e3:.2f} ms" if clock else "-",
                           "; ".join(row["problems"]) or "ok")
         console.print(table)
+        _print_unsupported(refusals)
     if bad:
         raise typer.Exit(1)
+
+
+def _print_unsupported(refusals: list[Unsupported]) -> None:
+    """What ``mcclab run --inventory`` would refuse, one line each, on stderr."""
+    for problem in refusals:
+        err.print(f"[red]refused on hosts:[/red] {escape(problem.message())}",
+                  highlight=False)
 
 
 @testbed_app.command("provision")
