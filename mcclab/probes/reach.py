@@ -11,6 +11,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -241,13 +242,16 @@ def join_latencies(lab: Lab, sender: str, receiver: str, trials: int = 20, *,
 
 
 def leave_time(lab: Lab, sender: str, receiver: str, *, ssm: bool = False, rate: float = 200.0,
-               settle: float = 1.5, observe: float = 8.0, router: str | None = None) -> float:
+               settle: float = 1.5, observe: float = 8.0, router: str | None = None,
+               leave_when: Callable[[], bool] | None = None) -> float:
     """Seconds from the receiver's leave until a router's upstream link stops carrying
     the group, measured on that link's per-group counter (inf if it never stops).
 
     ``router`` is the receiver's own router unless named (a router further up
     the path shows how the prune travels); ``settle`` is how long the receiver
-    stays joined with the flow running before it leaves. Only the router's
+    stays joined with the flow running before it leaves; with ``leave_when`` it
+    leaves as soon as that returns true instead (polled twice a second), and a
+    TimeoutError says so if it is still false after ``settle``. Only the router's
     counters are read (one short read, so the time resolution stays fine on a
     slow CPU). The result is an upper bound: the end of the first read that
     saw the final count, so the last packet came no later than that.
@@ -268,7 +272,10 @@ def leave_time(lab: Lab, sender: str, receiver: str, *, ssm: bool = False, rate:
         proc, log = probes.receive(receiver, [group], source, hold=True)
         wait_for(lambda: any(e["event"] == "first" for e in read_events(log)), scaled(30),
                  "first packet")
-        time.sleep(settle)  # let the flow run steadily before leaving
+        if leave_when is None:
+            time.sleep(settle)  # let the flow run steadily before leaving
+        else:
+            wait_for(leave_when, settle, "the state to leave in", interval=0.5)
         left_at = time.monotonic()
         kill_group(proc, grace=1.0)  # closing the socket sends the IGMP leave
         last_value, _ = read()

@@ -7,6 +7,8 @@ asserts on per-group nftables counters at every interface.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mcclab.lab import Lab, LabOptions
@@ -135,28 +137,58 @@ def test_frr_prunes_upstream_within_last_member_query_time(ssm, kernel_features,
     assert took <= lmqt + 1.0
 
 
+def _keepalive_running(lab: Lab, build: frr.FrrBuild, router: str, source: str,
+                       group: str) -> bool:
+    """Whether ``router``'s pimd runs the (S,G) keepalive timer of ``source``, ``group``.
+
+    FRR sets the upstream's source-stream flag when its traffic check starts the
+    timer and clears it when the timer runs out unrestarted; with the planner's 1-s
+    timer the countdown itself reads 00:00:00, so the flag is what is looked at
+    (or a running countdown, for a build that shows it without the flag).
+    """
+    vty = lab.routers.node_dir(router) / "frr"
+    out = lab.run(router, [build.vtysh, "--vty_socket", str(vty), "-d", "pimd", "-c",
+                           "show ip pim upstream json"], check=False)
+    try:
+        entry = json.loads(out).get(group, {}).get(source, {})
+    except ValueError:  # pimd busy or mid-restart: not yet
+        return False
+    return bool(entry.get("sourceStream")) or entry.get("keepaliveTimer", "--:--:--") not in (
+        "--:--:--", "")
+
+
 @pytest.mark.parametrize("backend", ["frr", "frr10"])
 def test_frr_transit_router_prunes_once_its_keepalive_timer_runs(backend, kernel_features,
                                                                  capsys):
     # r2 sits between r1 (the source's router) and r3 (the receiver's). Once its
     # traffic check has started the (S,G) keepalive timer, FRR 8.4 keeps r2 joined
     # after r3's prune until that timer runs out: 210 s by default, so r1 -> r2
-    # carried a left group for 196 s on chain3 (docs/routing.md). With FRR's
-    # default timer this test fails after 70 s joined (and passes after 40 s,
-    # before the timer has started); with the planner's short timer the prune
-    # leaves r2 within it. FRR 10 (fixed in 10.1) runs with its own 210 s timer,
-    # so there the test checks the fix itself.
+    # carried a left group for 196 s on chain3 (docs/routing.md). Before the timer
+    # has started the test passes either way, so with 8.4 the receiver stays joined
+    # until r2's pimd shows the timer running (the check visits each (S,G) every
+    # 31 s; in a trace it started the timer 58 s after the first packet, where a
+    # fixed 70-s hold used to be) and the test fails if it never does. With FRR's
+    # default timer it then fails; with the planner's 1-s timer the prune leaves r2
+    # within it. FRR 10 (fixed in 10.1) runs with its own 210 s timer and keeps the
+    # fixed 70-s hold: its r2 showed no running timer in 75 s of traffic (measured).
     build = frr.BUILDS[backend]
     topo = _zero_delay_chain(backend)
     igmp = topo.routing.igmp
     lmqt = igmp.last_member_query_interval * igmp.last_member_query_count
-    settle = 70.0  # joined long enough for r2 to start the timer (40 s was not)
     with Lab(topo, options(kernel_features)) as lab:
-        took = leave_time(lab, "src", "h3n1", ssm=True, settle=settle, router="r2")
+        source = str(lab.plan.address_of("src"))
+        hold: dict = {"settle": 70.0}
+        if backend == "frr":
+            # two traffic-check rounds of 31 s, with room on a slow CPU
+            hold = {"settle": scaled(120.0), "leave_when": lambda: _keepalive_running(
+                lab, build, "r2", source, SSM_GROUP)}
+        took = leave_time(lab, "src", "h3n1", ssm=True, router="r2", **hold)
     with capsys.disabled():
-        print(f"\n{backend} SSM leave after {settle:g} s joined: r2's upstream link stopped "
-              f"carrying the group {took:.2f}s after the leave (last-member-query time "
-              f"{lmqt:g}s, keepalive {build.keepalive_s or '210 (FRR default)'} s)")
+        how = "once r2's keepalive timer ran" if "leave_when" in hold else "after 70 s joined"
+        print(f"\n{backend} SSM leave {how}: r2's upstream link stopped carrying the group "
+              f"{took:.2f}s after the leave "
+              f"(last-member-query time {lmqt:g}s, keepalive "
+              f"{build.keepalive_s or '210 (FRR default)'} s)")
     assert took <= lmqt + (build.keepalive_s or 0) + 1.0
 
 
