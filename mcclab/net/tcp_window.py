@@ -14,6 +14,15 @@ the receiver's address, opens and closes one connection to it from the sender,
 and checks that the cache holds the ceiling, all before any flow starts. One
 process primes every flow of a run at once (``prime_all``), entering each
 sender's and receiver's namespace in turn.
+
+On allocated hosts (``mcclab.testbed``) each node is a machine of its own and
+there are no namespaces to enter, so the same work is split by machine, with
+no namespace anywhere: ``listen`` runs on each receiver's host and accepts the
+primer's connections on the receiver's addresses (port chosen by the kernel,
+printed on stdout) until its stdin closes; ``prime`` runs on each sender's host
+and primes every flow of that sender at once in its own network stack, checking
+each cache as ``prime_all`` does. :func:`listen_argv` and :func:`prime_host_argv`
+build their command lines.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from mcclab.commands import Cmd, cmd
 from mcclab.net.setns import NETNS_DIR, Namespaces
@@ -150,8 +159,168 @@ def parse_primes(text: str) -> list[Prime]:
     return out
 
 
+# Seconds a host's listener waits at most, should its stdin never close (a controller
+# gone): past a primer's own PRIME_TIMEOUT_S and the ssh round trips around it.
+LISTEN_LIMIT_S = 60.0
+READY = "ready"  # the listener's last line once every address is bound
+
+
+@dataclass(frozen=True)
+class HostTarget:
+    """One flow's ceiling as a sender's host primes it: the receiver's address, the port
+    its host's listener accepts on, and the cap the cache must hold."""
+
+    address: str
+    port: int
+    segments: int
+
+    def word(self) -> str:
+        """The target as one argv word of ``prime``: ``ADDRESS:PORT:SEGMENTS``."""
+        return f"{self.address}:{self.port}:{self.segments}"
+
+
+def _module(python: str) -> list[str]:
+    return [python, "-m", "mcclab.net.tcp_window"]
+
+
+def listen_argv(addresses: list[str], python: str = sys.executable,
+                limit_s: float = LISTEN_LIMIT_S) -> list[str]:
+    """The listener on a receiver's host: accepts on each of ``addresses`` (ports chosen
+    by the kernel, printed as ``ADDRESS PORT`` lines, then ``ready``) until its stdin
+    closes or ``limit_s`` seconds pass."""
+    return [*_module(python), "listen", "--limit", f"{limit_s:g}",
+            *(str(ipaddress.IPv4Address(a)) for a in addresses)]
+
+
+def prime_host_argv(targets: list[HostTarget], python: str = sys.executable) -> list[str]:
+    """The primer on a sender's host: one connection to each target, then the check that
+    its TCP metrics cache holds each target's ceiling."""
+    return [*_module(python), "prime", *(t.word() for t in targets)]
+
+
+def parse_listening(text: str) -> dict[str, int]:
+    """The ports of a listener's output (``ADDRESS PORT`` lines before ``ready``)."""
+    ports = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[1].isdigit():
+            ports[str(ipaddress.IPv4Address(words[0]))] = int(words[1])
+    return ports
+
+
+def parse_target(word: str) -> HostTarget:
+    """A ``prime`` argument, ``ADDRESS:PORT:SEGMENTS``."""
+    parts = word.split(":")
+    if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+        raise SystemExit(f"tcp_window: {word!r} is not ADDRESS:PORT:SEGMENTS")
+    return HostTarget(str(ipaddress.IPv4Address(parts[0])), int(parts[1]), int(parts[2]))
+
+
+def listen(addresses: list[str], limit_s: float = LISTEN_LIMIT_S,
+           out: TextIO | None = None) -> None:
+    """Accept connections on each address until stdin closes (or ``limit_s`` passes).
+
+    An accepted connection is closed once its peer has closed: the primer's side
+    closes first, like a finished transfer, and its close is what fills its cache.
+    """
+    stream = out if out is not None else sys.stdout
+    listeners = [socket.create_server((a, 0)) for a in addresses]
+    accepted: list[socket.socket] = []
+    try:
+        for sock in listeners:
+            address, port = sock.getsockname()[:2]
+            print(f"{address} {port}", file=stream)
+        print(READY, file=stream, flush=True)
+        deadline = time.monotonic() + limit_s
+        stdin = sys.stdin.fileno()
+        while (left := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([stdin, *listeners, *accepted], [], [], left)
+            for ready in readable:
+                if ready == stdin:
+                    if not os.read(stdin, 4096):
+                        return  # the controller is done with us
+                elif ready in listeners:
+                    assert isinstance(ready, socket.socket)
+                    accepted.append(ready.accept()[0])
+                else:
+                    assert isinstance(ready, socket.socket)
+                    try:
+                        data = ready.recv(4096)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        accepted.remove(ready)
+                        ready.close()
+    finally:
+        for sock in accepted + listeners:
+            sock.close()
+
+
+def prime_here(targets: list[HostTarget], timeout_s: float = PRIME_TIMEOUT_S) -> list[str]:
+    """Prime this machine's TCP metrics cache for every target at once; fail (SystemExit,
+    naming the address) unless each holds its ceiling. Returns one ``ADDRESS cwnd N``
+    line per target, what the cache held."""
+    host = socket.gethostname()
+
+    def fail(t: HostTarget, what: str) -> NoReturn:
+        raise SystemExit(f"tcp_window: {host} -> {t.address}: {what}; the window ceiling "
+                         "would not apply")
+
+    clients: list[tuple[HostTarget, socket.socket]] = []
+    try:
+        for t in targets:
+            # An entry left by an earlier connection predates the route: no lock.
+            subprocess.run(["ip", "tcp_metrics", "delete", t.address],
+                           capture_output=True, check=False)
+            client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            clients.append((t, client))
+            client.setblocking(False)
+            client.connect_ex((t.address, t.port))
+        deadline = time.monotonic() + timeout_s
+        for t, client in clients:
+            _, writable, _ = select.select([], [client], [], max(deadline - time.monotonic(), 0))
+            error = client.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if not writable or error:
+                fail(t, f"no connection to port {t.port} "
+                        f"({os.strerror(error) if error else 'timed out'})")
+            client.close()  # first, as a sender ending its transfer
+        lines = []
+        for t, _ in clients:
+            while (seen := cached_cwnd(t.address)) != t.segments:
+                if time.monotonic() > deadline:
+                    fail(t, f"the TCP metrics cache holds cwnd {seen}, not {t.segments}")
+                time.sleep(0.02)
+            lines.append(f"{t.address} cwnd {seen}")
+        return lines
+    finally:
+        for _, client in clients:
+            client.close()
+
+
+def _host_main(argv: list[str]) -> None:
+    """``listen`` and ``prime``: the modes for a machine of its own (no namespaces)."""
+    parser = argparse.ArgumentParser(prog="python -m mcclab.net.tcp_window")
+    modes = parser.add_subparsers(dest="mode", required=True)
+    lis = modes.add_parser("listen", help=listen.__doc__)
+    lis.add_argument("--limit", type=float, default=LISTEN_LIMIT_S)
+    lis.add_argument("addresses", nargs="+")
+    pri = modes.add_parser("prime", help=prime_here.__doc__)
+    pri.add_argument("targets", nargs="+", help="ADDRESS:PORT:SEGMENTS")
+    args = parser.parse_args(argv)
+    if args.mode == "listen":
+        listen([str(ipaddress.IPv4Address(a)) for a in args.addresses], args.limit)
+    else:
+        for line in prime_here([parse_target(w) for w in args.targets]):
+            print(line)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Command line of ``prime_all``: the pairs come on stdin, one a line."""
+    """Command line of ``prime_all`` (the pairs on stdin, one a line); with ``listen`` or
+    ``prime`` first, the modes for allocated hosts (:func:`listen`, :func:`prime_here`)."""
+    words = sys.argv[1:] if argv is None else argv
+    if words and words[0] in ("listen", "prime"):
+        _host_main(words)
+        return
     parser = argparse.ArgumentParser(description=prime_all.__doc__)
     parser.parse_args(argv)
     prime_all(parse_primes(sys.stdin.read()))

@@ -11,16 +11,15 @@ started:
 * agent hosts (``agents.mode: host``): their plan enters the lab's namespaces
   (``/run/netns/mcl-<node>``) of one machine;
 * captures (``captures:``): started through ``lab.spawn``, whose process and pcap
-  would stay on a host the run does not collect from;
-* a TCP window ceiling (``max_window``, usually from ``tcp.model``): its primer is
-  one process on the controller that enters the sender's and the receiver's
-  namespaces in turn (``mcclab.net.tcp_window``), and on a testbed those are two
-  other machines.
+  would stay on a host the run does not collect from.
 
 LANs are not among them: the testbed builds a LAN from the export, and the
 inventory leaves its node out. Neither is the fork server: on hosts every
 process is executed over SSH, which ``run.json`` records
-(``python_tools_started_by``).
+(``python_tools_started_by``). Nor are TCP window ceilings (``max_window``,
+usually from ``tcp.model``): the route with the locked ``cwnd`` runs on the
+sender's host like every setup command, and the primer is split by host
+(``mcclab.testbed.windows``).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from mcclab.capture import CaptureError, parse_target
-from mcclab.experiment.spec import Experiment, carries_tcp, tcp_model
+from mcclab.experiment.spec import Experiment
 from mcclab.model.addressing import plan_addresses
 from mcclab.model.topology import Topology
 
@@ -90,30 +89,7 @@ def _captures(exp: Experiment, topo: Topology) -> list[Unsupported]:
         "are made")]
 
 
-def _window_ceilings(exp: Experiment) -> list[Unsupported]:
-    capped = [f for f in exp.flows
-              if carries_tcp(f) and tcp_model(exp, f).max_window is not None]
-    if not capped:
-        return []
-    why = ("a window ceiling is primed by one process on the controller that enters the "
-           "sender's and the receiver's network namespaces in turn (mcclab.net.tcp_window); "
-           "on a testbed they are two other machines")
-    if exp.tcp is not None:
-        segments = tcp_model(exp, capped[0]).max_window
-        names = ", ".join(f.name for f in capped[:4]) + (", ..." if len(capped) > 4 else "")
-        return [Unsupported(
-            exp.name, "tcp.model", f"{exp.tcp.model} (a window ceiling of {segments} packets)",
-            f"the model caps the window of {_count(len(capped), 'TCP flow')} ({names}), and "
-            f"{why}",
-            "run it in a lab to keep the paper's TCP, or --set tcp.model=linux-reno (Linux's "
-            "default TCP, no ceiling: the second reading, never the verdict)")]
-    return [Unsupported(
-        exp.name, f"flows.{f.name}.max_window", f"{f.max_window} packets", why,
-        f"--set flows.{f.name}.max_window=null (no ceiling), or run it in a lab")
-        for f in capped]
-
-
 def unsupported(exp: Experiment, topo: Topology) -> list[Unsupported]:
     """Every field of ``exp`` (on ``topo``, its resolved topology) that a run on allocated
     hosts cannot carry out, in the order of the spec's keys; empty when it can run."""
-    return _agent_hosts(exp) + _window_ceilings(exp) + _captures(exp, topo)
+    return _agent_hosts(exp) + _captures(exp, topo)

@@ -23,6 +23,7 @@ import pytest
 from standins import StandIns, control_dir, stand_ins
 
 from mcclab.commands import cmd
+from mcclab.model.addressing import plan_addresses
 from mcclab.model.loader import load_topology
 from mcclab.net.node_config import netns_name
 from mcclab.testbed.clocks import measure_all, read_clocks, write_clocks
@@ -264,3 +265,29 @@ def test_default_experiment_runs_through_the_ssh_backend(tmp_path):
     assert vif["value"].max() > 100
     tcp = series[(series["metric"] == "mcc_iperf_throughput_bps") & (series["flow"] == "tcp")]
     assert tcp["value"].max() > 0.3e6
+
+
+def test_a_tcp_window_ceiling_is_primed_on_the_stand_in_hosts(tmp_path):
+    """The default experiment with ORMCC's TCP model, whose window ceiling (20 packets)
+    the lab primes by entering two namespaces: on hosts the locked route goes to s2's
+    host, a listener runs on d2's host and the primer on s2's, and the run completes
+    with s2's metrics cache holding the ceiling for d2's address."""
+    from mcclab.experiment.loader import resolve
+    from mcclab.experiment.runner import RunOptions, execute
+    from mcclab.testbed.lab import TestbedLabs
+
+    resolved = resolve("default", "quick", ["duration=20s", "warmup=5s", "flows.tcp.start=2s",
+                                            "tcp.model=ormcc"])
+    topo = resolved.topology
+    d2 = str(plan_addresses(topo).address_of("d2"))
+    with stand_ins(topo, f"sw{os.getpid() % 100000}", tmp_path / "standins", shape=True,
+                   seed=resolved.experiment.seed, proxy=True) as si:
+        labs = TestbedLabs(load_inventory(si.inventory, topo), control_dir(si.state))
+        run_dir = execute(resolved, RunOptions(results=tmp_path / "results", lab=labs,
+                                               started=labs.started, fork=False))
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "complete", record.get("error")
+    # what the primer on s2's host found in its cache, checked before the flows started
+    assert (run_dir / "logs" / "tcp-windows.log").read_text() == f"s2: {d2} cwnd 20\n"
+    rows = pd.read_csv(run_dir / "tables" / "per_second.csv")
+    assert rows[rows["flow"] == "tcp"]["throughput_bps"].max() > 0.1e6
