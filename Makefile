@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 
 .PHONY: help setup experiment test test-unit lint schema clean linkemu linkemu-test \
 	dashboards bench-links \
-	bench-agent-start bench-agents bench-metrics bench-routes bench-primers bench-spin reproduce vm-check vagrant-check vm-tunnel bench-crash soak bench-fuzz bench-signals bench-export mutants
+	bench-agent-start bench-agents bench-metrics bench-logs bench-routes bench-primers bench-spin reproduce vm-check vagrant-check vm-tunnel bench-crash soak bench-fuzz bench-signals bench-export mutants
 
 help:
 	@echo "make setup       install everything (Ansible playbook, idempotent)"
@@ -150,6 +150,11 @@ mutants:
 # against render_text (~15 s, no lab; docs/agents.md).
 bench-metrics:
 	$(PY) bench/metrics_cost.py $(BENCH_ARGS)
+
+# Reading the iperf3 servers' logs once a second, whole logs against the lines appended
+# since the last look, as the runner and the exporter do (~20 s, no lab; docs/agents.md).
+bench-logs:
+	$(PY) bench/log_follow.py $(BENCH_ARGS)
 
 # SIGINT and SIGTERM at every phase of `mcclab run` and a second signal during
 # teardown (~7 min, not part of `make test`, which runs one signal per phase): prints

@@ -210,21 +210,27 @@ class IperfWatch:
     """When each test of one iperf3 server really began, on the run's clock."""
 
     log: Path
-    size: int = -1
     starts: list[float] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)  # each test's newest interval end
+    follower: tables.IperfFollower | None = None
 
     def poll(self, now: float) -> None:
         """Note the start of tests whose first report appeared since the last poll."""
+        if self.follower is None:
+            self.follower = tables.IperfFollower(self.log)
         try:
-            size = self.log.stat().st_size
+            reports = self.follower.new_intervals()
         except OSError:
             return
-        if size == self.size:
-            return
-        self.size = size
-        ends = tables.latest_interval_ends(self.log.read_text(errors="replace"))
+        for iv in reports:
+            if iv is None:
+                continue
+            if iv.test == len(self.ends):
+                self.ends.append(iv.end)
+            elif iv.test == len(self.ends) - 1:
+                self.ends[-1] = iv.end
         # The newest report was written at most one poll ago (--forceflush).
-        self.starts += [now - end for end in ends[len(self.starts):]]
+        self.starts += [now - end for end in self.ends[len(self.starts):]]
 
 
 def new_run_dir(results: Path, experiment: str) -> Path:

@@ -9,6 +9,7 @@ import pytest
 from mcclab.experiment.runner import IperfWatch
 from mcclab.experiment.tables import (
     agent_series,
+    iperf_intervals,
     iperf_series,
     latest_interval_ends,
     per_second,
@@ -136,3 +137,40 @@ def test_link_samples_are_written_as_they_come_and_read_back_as_one_table(tmp_pa
     whole = pd.DataFrame(everything).to_csv(index=False)  # how links.csv was written before
     pd.testing.assert_frame_equal(pd.read_csv(path), pd.read_csv(io.StringIO(whole)))
     assert table.rows == 9
+
+
+def test_a_log_follower_reads_only_what_was_appended_and_waits_for_whole_lines(tmp_path):
+    # The runner and the exporter look at every iperf3 log once a second: re-reading
+    # each whole log cost more the longer the run. The follower reads on from where
+    # it stopped, so what was there before is never read again.
+    from mcclab.experiment.tables import IperfFollower, LogFollower
+
+    log = tmp_path / "server.txt"
+    follower = LogFollower(log)
+    assert follower.new_lines() == []  # not there yet
+    log.write_text("Accepted connection from 10.0.0.1, port 40000\n[  5]   0.00-1.0")
+    assert follower.new_lines() == ["Accepted connection from 10.0.0.1, port 40000"]
+    # the first line changed in place (same length): already read, so not seen again
+    log.write_text("Accepted connection from 10.9.9.9, port 40000\n[  5]   0.00-1.00   sec   "
+                   "100 KBytes   819 Kbits/sec\n")
+    assert follower.new_lines() == ["[  5]   0.00-1.00   sec   100 KBytes   819 Kbits/sec"]
+    assert follower.new_lines() == []
+    log.write_text("Server listening on 5201\n")  # shorter: a new file, read from its start
+    assert follower.new_lines() == ["Server listening on 5201"] and follower.restarted
+
+    # parsed piece by piece, a log gives what one parse of all of it gives
+    text = ("Server listening on 5201\nAccepted connection from 10.0.0.1, port 40000\n"
+            "[  5]   0.00-1.00   sec   100 KBytes   819 Kbits/sec\n"
+            "[  5]   1.00-2.00   sec   100 KBytes   819 Kbits/sec\n- - - - - - - - -\n"
+            "[  5]   0.00-2.00   sec   200 KBytes   819 Kbits/sec   receiver\n"
+            "Accepted connection from 10.0.0.1, port 40002\n"
+            "[  5]   0.00-1.00   sec   50.0 KBytes   410 Kbits/sec\n")
+    piecewise = tmp_path / "piecewise.txt"
+    reports = IperfFollower(piecewise)
+    got = []
+    for cut in range(0, len(text) + 1, 7):
+        piecewise.write_text(text[:cut])
+        got += reports.new_intervals()
+    piecewise.write_text(text)
+    got += reports.new_intervals()
+    assert got == iperf_intervals(text) and len([g for g in got if g is not None]) == 3

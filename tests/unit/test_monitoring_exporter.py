@@ -189,3 +189,25 @@ def test_a_scrape_during_a_slow_read_gets_the_last_read_instead_of_a_second_read
     assert during["mcc_link_bytes"].samples == first["mcc_link_bytes"].samples
     list(collector.collect())
     assert reads == [1, 1]  # once the read is over, the next scrape reads afresh
+
+
+def test_a_source_tally_follows_a_growing_log_as_a_whole_parse_would(tmp_path):
+    # Each scrape reads only what a server or sink appended since the last one, and
+    # still answers what parsing the whole log would.
+    from mcclab.monitoring.exporter import SourceTally
+
+    log = tmp_path / "iperf.txt"
+    tally = SourceTally(IperfSource("f", "d1", "tcp", str(log)))
+    assert tally.update() == (None, 0.0)  # the server has not started
+    text = IPERF + SUMMARY
+    for cut in range(0, len(text) + 1, 11):
+        log.write_text(text[:cut])
+        assert tally.update() == parse_iperf(text[:text.rfind("\n", 0, cut) + 1])
+    sink = tmp_path / "sink.jsonl"
+    stats = SourceTally(IperfSource("u", "d2", "udp", str(sink), format="stats"))
+    records = [json.dumps({"event": "stats", "t": t, "total_rx_bytes": b,
+                           "throughput_bps": r}) for t, b, r in ((1.0, 0, 0.0), (2.0, 25000, 2e5))]
+    sink.write_text(records[0] + "\n" + records[1][:20])
+    assert stats.update() == (0.0, 0.0)
+    sink.write_text(records[0] + "\n" + records[1] + "\n")
+    assert stats.update() == (2e5, 25000.0)
