@@ -222,13 +222,7 @@ class IperfWatch:
             reports = self.follower.new_intervals()
         except OSError:
             return
-        for iv in reports:
-            if iv is None:
-                continue
-            if iv.test == len(self.ends):
-                self.ends.append(iv.end)
-            elif iv.test == len(self.ends) - 1:
-                self.ends[-1] = iv.end
+        tables.note_interval_ends(self.ends, reports)
         # The newest report was written at most one poll ago (--forceflush).
         self.starts += [now - end for end in self.ends[len(self.starts):]]
 

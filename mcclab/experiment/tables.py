@@ -303,14 +303,20 @@ def latest_interval_ends(text: str) -> list[float]:
     seconds on a loaded machine.
     """
     ends: list[float] = []
-    for iv in iperf_intervals(text):
+    note_interval_ends(ends, iperf_intervals(text))
+    return ends
+
+
+def note_interval_ends(ends: list[float], reports: list[IperfInterval | None]) -> None:
+    """Bring ``ends`` (each test's newest interval end, in order) up to date with
+    ``reports``, the interval reports that follow those already noted."""
+    for iv in reports:
         if iv is None:
             continue
         if iv.test == len(ends):
             ends.append(iv.end)
         elif iv.test == len(ends) - 1:
             ends[-1] = iv.end
-    return ends
 
 
 def iperf_series(log: Path, flow: str, kind: str, node: str, test_starts: list[float]

@@ -41,7 +41,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from mcclab.commands import cmd
 from mcclab.execute import Runner
-from mcclab.experiment.tables import IntervalParser, LogFollower, iperf_intervals
+from mcclab.experiment.tables import (
+    IntervalParser,
+    IperfInterval,
+    LogFollower,
+    iperf_intervals,
+)
 from mcclab.links import kernel, userspace
 from mcclab.links.counters import LinkCounters
 from mcclab.links.plan import (
@@ -205,9 +210,13 @@ def parse_iperf(text: str) -> tuple[float | None, float]:
     After a test's end-of-test summary the rate is 0 (the test is over) until
     the next test's first report.
     """
-    last: float | None = None
-    total = 0.0
-    for iv in iperf_intervals(text):
+    return tally_intervals(None, 0.0, iperf_intervals(text))
+
+
+def tally_intervals(last: float | None, total: float, reports: list[IperfInterval | None]
+                    ) -> tuple[float | None, float]:
+    """``(last, total)`` of :func:`parse_iperf` carried on over further ``reports``."""
+    for iv in reports:
         if iv is None:
             last = 0.0
             continue
@@ -252,12 +261,8 @@ class SourceTally:
                 if last is not None:
                     self.last, self.total = last, total
                 continue
-            for iv in self.parser.feed(line):
-                if iv is None:
-                    self.last = 0.0
-                    continue
-                self.last = iv.rate_bps
-                self.total += iv.rate_bps * (iv.end - iv.start) / 8.0
+            self.last, self.total = tally_intervals(self.last, self.total,
+                                                    self.parser.feed(line))
         return self.last, self.total
 
 
