@@ -64,16 +64,27 @@ def subset(name: str, keep, header: str, extra_nodes: str = "", extra_links: str
     return HEADER + header + text
 
 
+def star_groups(n: int) -> tuple[int, int]:
+    """How many groups the star's n leaves (and n sources) are cut into, and their size.
+
+    Beyond ONE_HUB_MAX the leaves and the sources are cut into equal groups. Group g
+    of the leaves sits on r0 (g = 0) or on r<2g> behind r0, group g of the sources
+    on r1 or on r<2g+1> behind r1, each extra router over a plain veth. r0 holds its
+    group, src, r1 and one link to each other group's router (size + groups + 1
+    interfaces), so at 128 leaves more groups are needed than n / ONE_HUB_MAX.
+    """
+    groups = math.ceil(n / ONE_HUB_MAX)
+    while math.ceil(n / groups) + groups + 1 > ONE_HUB_MAX + 2:
+        groups += 1
+    return groups, math.ceil(n / groups)
+
+
 def star_subset(n: int) -> str:
     """topologies/ormcc-fig3.yaml with s1..sn and h1..hn, the sources behind router r1."""
     def keep(node: str) -> bool:
         m = re.fullmatch(r"[sh](\d+)", node)
         return not m or int(m.group(1)) <= n
-    # Beyond ONE_HUB_MAX the leaves and the sources are cut into equal groups. Group g
-    # of the leaves sits on r0 (g = 0) or on r<2g> behind r0, group g of the sources
-    # on r1 or on r<2g+1> behind r1, each extra router over a plain veth.
-    groups = math.ceil(n / ONE_HUB_MAX)
-    size = math.ceil(n / groups)
+    groups, size = star_groups(n)
 
     def router(i: int, first: int) -> str:
         """The router of leaf or source i: group 0 on ``first``, group g on r<2g + first>."""

@@ -378,3 +378,14 @@ def test_fig8_comparison_reads_the_tracked_receiver_per_table1_period(scheme, ba
         assert sender[ref.args["tracked"]].startswith("id of the current")
         assert ref.args.get("rid", "rid") in receiver
         assert "valid" not in ref.args  # -1 means none for both baselines
+
+
+@pytest.mark.parametrize("n", [8, 29, 30, 64, 96, 128, 160])
+def test_the_star_generator_keeps_every_router_within_the_multicast_vifs(n):
+    """r0 holds its own leaves, src, r1 and a link to each other leaf router; at 128
+    leaves n / 29 groups of 26 would give it 32 interfaces, one beyond the 31 usable."""
+    groups, size = GEN.star_groups(n)
+    assert groups * size >= n  # every leaf has a router
+    assert size + groups + 1 <= GEN.ONE_HUB_MAX + 2  # r0: group 0, src, r1, other routers
+    assert size + groups <= GEN.ONE_HUB_MAX + 2  # r1: group 0's sources, r0, other routers
+    assert size <= GEN.ONE_HUB_MAX
