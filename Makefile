@@ -25,6 +25,7 @@ help:
 	@echo "make lint        ruff, ansible-lint and the schema check"
 	@echo "make specs       regenerate the generated ORMCC specs and topologies"
 	@echo "make bench-agents ~4 min: CPU per datagram, one process per agent vs agent hosts (root)"
+	@echo "make bench-onoff ~1 min: CPU per datagram, on/off UDP flows in processes vs one host (root)"
 	@echo "make bench-routes ~20 s: routes and sysctls, one process per change vs one per node (root)"
 	@echo "make bench-primers ~1 min: TCP window primers on a lab, one process per flow vs one for all (root)"
 	@echo "make bench-spin  ~30 s: the link emulator's CPU with its spinning unbounded vs bounded (root)"
@@ -127,6 +128,11 @@ bench-agent-start: $(MCCLAB)
 
 bench-agents: $(MCCLAB)
 	$(SUDO) $(PY) bench/agents.py $(BENCH_ARGS)
+
+# On/off UDP traffic: a source and a sink process per flow vs one on/off host (~1 min).
+.PHONY: bench-onoff
+bench-onoff: $(MCCLAB)
+	$(SUDO) $(PY) bench/onoff.py $(BENCH_ARGS)
 
 # Static routes one ip process per route against one ip -batch per node, in the same
 # run, in namespaces of its own (~10 s; docs/agents.md, bring-up at n = 64).

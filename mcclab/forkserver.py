@@ -59,6 +59,7 @@ FORKABLE: dict[str, tuple[str, ...]] = {
     "agents.run": ("agents.run", *protocol_packages()),
     "agents.host": ("agents.host", *protocol_packages()),
     "mcclab.traffic.udp_onoff": ("mcclab.traffic.udp_onoff",),
+    "mcclab.traffic.onoff_host": ("mcclab.traffic.onoff_host",),
 }
 
 

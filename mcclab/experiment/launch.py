@@ -11,6 +11,7 @@ import json
 import os
 import random
 import sys
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,23 @@ from mcclab.experiment.spec import (
 from mcclab.model.addressing import AddressPlan
 from mcclab.model.tcp_models import host_sysctls
 from mcclab.net.node_config import netns_name
-from mcclab.net.tcp_window import Prime, clamp_route, prime_cmd
+from mcclab.net.tcp_window import (
+    HostTarget,
+    Prime,
+    clamp_route,
+    listen_argv,
+    listen_limit,
+    prime_cmd,
+    prime_host_argv,
+)
 
 IPERF_BASE_PORT = 5201
 METRICS_BASE_PORT = 9464
 HOST_METRICS_BASE_PORT = 9400  # + the host's number: agent hosts' endpoints
 AGENT_PORT = 5500
 FEEDBACK_BASE_PORT = 5600  # + the flow's index: one feedback port per session
+WINDOW_PORT = 5199  # window primers' listeners on receivers' hosts, done before any flow
+WINDOWS_LOG = "tcp-windows.log"  # in logs/: what each sender's host's cache held
 
 
 @dataclass(frozen=True)
@@ -137,6 +148,48 @@ def _udp_onoff(out: LaunchPlan, flow: OnOffFlow, periods: list[tuple[float, floa
                                peer=flow.receiver))
 
 
+ONOFF_HOST = "onoff-host"
+
+
+def onoff_host(out: LaunchPlan, run_dir: Path, python: str) -> None:
+    """Move every on/off UDP sink and source into one ``mcclab.traffic.onoff_host``.
+
+    Each keeps its launch (times, log, command line) marked with the host, as agents in
+    agent hosts do, so the tables, the exporter and the live rates read the same logs.
+    The host starts at time 0 in the first sink's node; its plan,
+    ``sessions/onoff-host.json``, names each one's node namespace. One host for all:
+    a datagram costs it tens of microseconds, far from a core at Table II's 168 flows.
+    """
+    from mcclab.net.setns import NETNS_DIR
+
+    index = [i for i, launch in enumerate(out.launches) if launch.role in ("sink", "source")]
+    if not index:
+        return
+    entries: dict[str, list[dict[str, Any]]] = {"sink": [], "source": []}
+    for i in index:
+        launch = out.launches[i]
+        argv = launch.argv
+        entry: dict[str, Any] = {"flow": launch.flow, "node": launch.node,
+                                 "netns": str(NETNS_DIR / netns_name(launch.node)),
+                                 "port": int(_arg(argv, "--port")), "log": _arg(argv, "--log")}
+        if launch.role == "sink":
+            entry["bind"] = _arg(argv, "--bind")
+        else:
+            entry.update(dest=_arg(argv, "--dest"), rate_bps=float(_arg(argv, "--rate")),
+                         size=int(_arg(argv, "--size")), schedule=_arg(argv, "--schedule"))
+        entries[launch.role].append(entry)
+        out.launches[i] = replace(launch, host=ONOFF_HOST)
+    plan_file = str(run_dir / "sessions" / f"{ONOFF_HOST}.json")
+    out.files[plan_file] = json.dumps({"name": ONOFF_HOST, "sinks": entries["sink"],
+                                       "sources": entries["source"]}, indent=1)
+    home = out.launches[index[0]].node
+    out.launches.append(Launch(ONOFF_HOST, "host", home,
+                               (python, "-m", "mcclab.traffic.onoff_host", "--plan", plan_file),
+                               0.0, None, str(run_dir / "logs" / f"{ONOFF_HOST}.out")))
+    out.agents = {**out.agents, "onoff": {"host": ONOFF_HOST, "sinks": len(entries["sink"]),
+                                          "sources": len(entries["source"])}}
+
+
 def host_setup(exp: Experiment) -> list[Cmd]:
     """Per-host settings of the TCP senders' model: SACK, RACK, TLP and F-RTO off where it says.
 
@@ -152,27 +205,78 @@ def host_setup(exp: Experiment) -> list[Cmd]:
     return [sysctls(netns_name(h), settings) for h, settings in per_host.items()]
 
 
-def window_setup(exp: Experiment, plan: AddressPlan, python: str = sys.executable) -> list[Cmd]:
-    """The window ceilings of the TCP flows' model (``max_window``), per sender and receiver."""
+def window_setup(exp: Experiment, plan: AddressPlan, python: str = sys.executable,
+                 remote: Collection[str] = frozenset(), log: Path | None = None) -> list[Cmd]:
+    """The window ceilings of the TCP flows' model (``max_window``), per sender and receiver.
+
+    Each pair's route with the locked ``cwnd`` first, in the sender's namespace, then the
+    priming of the caches. Namespaces in ``remote`` are machines of their own (those the
+    lab's runner routes elsewhere, ``mcclab.execute.RemoteRoutes``): their pairs are
+    primed by :func:`host_windows`, which appends what each sender's cache held to
+    ``log``; the other pairs by one primer entering both namespaces
+    (``tcp_window.prime_cmd``). ValueError for a pair with one end in each.
+    """
     pairs = sorted({(f.sender, f.receiver, tcp_model(exp, f).max_window) for f in exp.flows
                     if carries_tcp(f) and tcp_model(exp, f).max_window is not None})
     routes: list[Cmd] = []
     primes: list[Prime] = []
+    hosts: list[tuple[str, str, str, int]] = []
     for sender, receiver, segments in pairs:
         dest = plan.address_of(receiver)
         gateway, dev = plan.next_hop(sender, dest)
         routes.append(clamp_route(netns_name(sender), dest, gateway, dev, segments))
-        primes.append(Prime(netns_name(sender), netns_name(receiver), str(dest), segments))
-    # Every route first, then one primer for all pairs (tcp_window.prime_cmd).
-    return routes + ([prime_cmd(primes, python)] if primes else [])
+        away = {node for node in (sender, receiver) if netns_name(node) in remote}
+        if len(away) == 1:
+            raise ValueError(f"window ceiling {sender} -> {receiver}: {away.pop()} is another "
+                             "machine and its peer a namespace here; no primer reaches both")
+        if away:
+            hosts.append((sender, receiver, str(dest), segments))
+        else:
+            primes.append(Prime(netns_name(sender), netns_name(receiver), str(dest), segments))
+    # Every route first, then one primer for all the lab's pairs, then the hosts' own.
+    return (routes + ([prime_cmd(primes, python)] if primes else [])
+            + host_windows(hosts, python, log))
+
+
+def host_windows(pairs: Sequence[tuple[str, str, str, int]], python: str = sys.executable,
+                 log: Path | None = None, port: int = WINDOW_PORT) -> list[Cmd]:
+    """Window ceilings between machines of their own, each pair ``(sender, receiver,
+    receiver's address, segments)``: a listener on each receiver's host, then one primer
+    on each sender's host for all that sender's pairs, each command named by its node's
+    namespace so that the lab's runner sends it to that machine.
+
+    The runner runs them one after another: a listener's command returns once its
+    addresses are bound, leaving a child that ends when it has served every connection
+    the primers will make to it (``tcp_window.serve``); a primer's fails when a cache
+    lacks its ceiling, before any flow starts, and appends what each cache held to
+    ``log`` (``s2: 10.0.4.2 cwnd 20``).
+    """
+    addresses: dict[str, list[str]] = {}  # receiver -> its addresses to listen on
+    expect: dict[str, int] = {}  # receiver -> connections the primers will make to it
+    targets: dict[str, list[HostTarget]] = {}  # sender -> its primer's targets
+    for sender, receiver, address, segments in pairs:
+        if address not in addresses.setdefault(receiver, []):
+            addresses[receiver].append(address)
+        expect[receiver] = expect.get(receiver, 0) + 1
+        targets.setdefault(sender, []).append(HostTarget(address, port, segments))
+    limit = listen_limit(len(targets))
+    listeners = [Cmd(tuple(listen_argv(found, port, expect[node], python, limit)),
+                     netns_name(node)) for node, found in addresses.items()]
+    primers = [Cmd(tuple(prime_host_argv(found, python, None if log is None else str(log),
+                                         node)), netns_name(node))
+               for node, found in targets.items()]
+    return listeners + primers
 
 
 def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
-                  python: str = sys.executable, cores: int | None = None) -> LaunchPlan:
-    """Every process the experiment starts, with its times, node and log file."""
+                  python: str = sys.executable, cores: int | None = None,
+                  remote: Collection[str] = frozenset()) -> LaunchPlan:
+    """Every process the experiment starts, with its times, node and log file; ``remote``
+    names the namespaces that are machines of their own (:func:`window_setup`)."""
     from agents.runtime.registry import get
 
-    out = LaunchPlan(setup=host_setup(exp) + window_setup(exp, plan, python))
+    out = LaunchPlan(setup=host_setup(exp) + window_setup(
+        exp, plan, python, remote, run_dir / "logs" / WINDOWS_LOG))
     metrics_port: dict[str, int] = {}
 
     def metrics_addr(node: str) -> str:
@@ -238,6 +342,7 @@ def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
                                        peer=flow.receiver))
     if exp.agents.mode == "host":
         host_agents(out, plan, run_dir, python, host_count(exp, out, cores))
+        onoff_host(out, run_dir, python)
     return out
 
 
@@ -280,6 +385,7 @@ def host_agents(out: LaunchPlan, plan: AddressPlan, run_dir: Path, python: str,
 
     index = [i for i, launch in enumerate(out.launches) if launch.role in ("sender", "receiver")]
     if not index:
+        out.agents = {"mode": "host", "hosts": {}}  # the mode asked for, with nothing to host
         return
     agents = [out.launches[i] for i in index]
     hosts: dict[str, list[dict[str, str]]] = {}

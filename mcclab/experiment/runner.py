@@ -59,7 +59,7 @@ from mcclab.forkserver import ForkServer, forkable, preload, start_tool
 from mcclab.jsonfile import write_json_atomic
 from mcclab.lab import Lab, LabOptions, PreflightError
 from mcclab.model.topology import Topology
-from mcclab.monitoring.session import Monitoring, start_monitoring
+from mcclab.monitoring.session import Monitoring, MonitoringStart
 from mcclab.net.node_config import netns_name
 from mcclab.probes.reach import wait_for
 from mcclab.routing import frr
@@ -215,13 +215,19 @@ class IperfWatch:
     follower: tables.IperfFollower | None = None
 
     def poll(self, now: float) -> None:
-        """Note the start of tests whose first report appeared since the last poll."""
+        """Note the start of tests whose first report appeared since the last poll; a log
+        that was rewritten (it shrank) is read from its start, its tests counted anew."""
         if self.follower is None:
             self.follower = tables.IperfFollower(self.log)
         try:
             reports = self.follower.new_intervals()
         except OSError:
             return
+        if self.follower.lines.restarted:
+            # The reports now number the rewritten log's tests from 0, and the tables
+            # read that log alone (tables.iperf_series): what the old one gave is void.
+            self.ends.clear()
+            self.starts.clear()
         tables.note_interval_ends(self.ends, reports)
         # The newest report was written at most one poll ago (--forceflush).
         self.starts += [now - end for end in self.ends[len(self.starts):]]
@@ -525,10 +531,13 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
         res.topology.model_dump(mode="json"), sort_keys=False))
     _record(res, st)
     lab_opts = lab_options(exp, run_dir, options)
-    lab_opts.progress = _bring_up_progress(lab_opts.progress, stop, st.steps)
+    # Monitoring begins with the bring-up's first progress report once the lab's
+    # record exists, so Prometheus's start overlaps the rest of the bring-up.
+    lab_opts.progress = _bring_up_progress(lab_opts.progress, stop, st.steps,
+                                           lambda: monitoring.begin())
     lab = options.lab(res.topology, lab_opts)
+    monitoring = MonitoringStart(lab, run_dir, exp)  # starts nothing yet
     launch_plan: LaunchPlan | None = None
-    monitoring: Monitoring | None = None
     refused = False
     try:
         stop.enter("bring-up")
@@ -537,11 +546,14 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
         _step_done(stop, st.steps, "lab up")
         write_json_atomic(run_dir / "env.json", environment(lab))
         _step_done(stop, st.steps, "environment recorded")
-        launch_plan = plan_launches(exp, lab.plan, run_dir)
+        # Namespaces the lab's runner sends to machines of their own (a testbed's hosts).
+        launch_plan = plan_launches(exp, lab.plan, run_dir, remote=set(lab.runner.remote))
         st.agents = launch_plan.agents
         for path, content in launch_plan.files.items():
             Path(path).write_text(content)
         _step_done(stop, st.steps, "launches planned")
+        # The targets and the exporter as soon as they can be (waited for below).
+        monitoring.exporter(launch_plan)
         lab.runner.run_all(launch_plan.setup)
         _step_done(stop, st.steps, "setup commands")
         start_captures(lab, exp, run_dir)  # pcaps in captures/; teardown stops them
@@ -553,9 +565,9 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
         _step_done(stop, st.steps, "captures and fork server")
         stop.enter("monitoring")
         _record(res, st)
-        monitoring = start_monitoring(lab, run_dir, exp, launch_plan)
+        live = monitoring.finish()
         stop.checkpoint("monitoring")
-        options.announce(monitoring.announcement)
+        options.announce(live.announcement)
         stop.enter("running")
         _record(res, st)
         _timeline(lab, exp.duration, launch_plan, st, options,
@@ -575,15 +587,21 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
             lab.down()
             shutil.rmtree(run_dir, ignore_errors=True)
         else:
-            _wind_up(lab, res, st, launch_plan, monitoring)
+            _wind_up(lab, res, st, launch_plan, monitoring.mon if monitoring.begun else None)
     return run_dir
 
 
 def _bring_up_progress(progress: Callable[[str, int, int], None], stop: Stopper,
-                       steps: dict[str, float]) -> Callable[[str, int, int], None]:
+                       steps: dict[str, float], each: Callable[[], None] = lambda: None
+                       ) -> Callable[[str, int, int], None]:
     """The lab's progress callback, with the test pause once every router runs; each
-    step's completion goes into ``steps`` (seconds after the bring-up began)."""
+    step's completion goes into ``steps`` (seconds after the bring-up began).
+
+    ``each`` is called at every report, first (the runner's monitoring begins at the
+    first one after the lab's record exists, and ignores the others).
+    """
     def report(step: str, done: int, total: int) -> None:
+        each()
         progress(step, done, total)
         if done == total:
             _step_done(stop, steps, step)

@@ -1,5 +1,8 @@
 """Carrying out a monitoring plan: write its files, start its process, wait until it answers.
 
+Starting and waiting are apart (:func:`launch`, :func:`wait_ready`), so a process
+can be started early and waited for only when the run needs it.
+
 Every process is started with ``mcclab.processes.spawn``: in its own process
 group, recorded in the lab state, so ``mcclab clean`` ends it after a crash.
 Readiness waits are stretched by ``MCCLAB_TIMEOUT_SCALE`` (a slow CPU, such as
@@ -64,24 +67,26 @@ def answers(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def start(state: LabState, plan: ProcessPlan, ready: Callable[[], bool],
-          started: list[TrackedProcess]) -> TrackedProcess:
-    """Write the plan's files, start its command and wait until ``ready()``.
+def launch(state: LabState, plan: ProcessPlan, started: list[TrackedProcess]) -> TrackedProcess:
+    """Write the plan's files and start its command, without waiting for it.
 
     The process is appended to ``started`` as soon as it runs, so the caller can
-    stop it if the wait fails (the exception is raised after that).
+    stop it whatever happens next.
     """
     write_files(plan.files)
     proc = spawn(state, plan.cmd, plan.log, plan.what)
     started.append(proc)
-    wait_ready(ready, [proc], plan.title, plan.log)
     return proc
 
 
 def first_scrape(url: str, run: str, timeout: float) -> bool:
-    """Wait until Prometheus at ``url`` has stored a scrape of the run's exporter."""
+    """Wait until Prometheus at ``url`` has stored a successful scrape of the run's exporter.
+
+    Only a successful one counts: Prometheus may start before the exporter and record
+    its failed scrapes (``up`` 0) meanwhile.
+    """
     deadline = time.monotonic() + timeout
-    query = {"query": f'up{{run="{run}", component="exporter"}}'}
+    query = {"query": f'up{{run="{run}", component="exporter"}} == 1'}
     while time.monotonic() < deadline:
         try:
             if prom.api(url, "/api/v1/query", query, timeout=2.0)["result"]:

@@ -3,9 +3,11 @@
 A run's monitoring is at most two processes, each planned as a
 :class:`ProcessPlan`: the files written before it starts (path -> text), its
 command line, its log, the URL that answers once it is up, and the files kept
-in the results folder. ``mcclab.monitoring.lifecycle`` carries a plan out. Where
-the machine runs its own Prometheus service, the run only drops a target file
-into that service's ``file_sd`` directory (:class:`ServicePlan`).
+in the results folder. ``mcclab.monitoring.lifecycle`` carries a plan out. The
+run's targets reach Prometheus as a target file (file_sd, :class:`TargetsFile`),
+written once they are known: the run's own Prometheus reads one in its work
+folder; where the machine runs its own Prometheus service, the run only drops
+one into that service's ``file_sd`` directory (:class:`ServicePlan`).
 
 Kept as data so the unit tests read exactly what would be written and run,
 without root, a lab or a Prometheus binary.
@@ -27,6 +29,7 @@ from mcclab.monitoring.exporter import ExporterConfig, IperfSource
 
 EXPORTER_WHAT = "monitoring exporter"  # their names in the lab record (mcclab clean lists them)
 PROMETHEUS_WHAT = "monitoring prometheus"
+TARGETS_FILE = "targets.json"  # the run's own Prometheus's target file, in its work folder
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,14 @@ class ProcessPlan:
     url: str  # answers once the process is ready
     files: dict[Path, str] = field(default_factory=dict)  # written before it starts
     keep: dict[str, Path] = field(default_factory=dict)  # kept in logs/monitoring/ by name
+
+
+@dataclass(frozen=True)
+class TargetsFile:
+    """A target file for Prometheus's file_sd: where it goes and what it holds."""
+
+    path: Path
+    text: str
 
 
 @dataclass(frozen=True)
@@ -78,23 +89,32 @@ def exporter_plan(work: Path, logs: Path, lab_dir: Path, topology: dict[str, Any
         keep={"exporter": config_file})
 
 
-def prometheus_plan(work: Path, logs: Path, tsdb: Path, targets: list[prom.Target],
-                    listen: str, binary: str = prom.PROMETHEUS_BIN) -> ProcessPlan:
-    """A Prometheus of the run's own: static targets, its database at ``tsdb``.
+def prometheus_plan(work: Path, logs: Path, tsdb: Path, listen: str,
+                    binary: str = prom.PROMETHEUS_BIN) -> ProcessPlan:
+    """A Prometheus of the run's own, its database at ``tsdb``, its targets read from
+    ``work/targets.json`` (file_sd), which it starts with empty.
 
-    Static targets are scraped from Prometheus's first second (file_sd would wait
-    for its 5-s discovery batching). ``targets.json`` is written as well, for the
-    record: the results keep it with ``prometheus.yml``.
+    It can start before the run's targets are known (they follow from the launch
+    plan, made once the lab is up). Prometheus applies targets, static ones too, in
+    batches on a 5-s clock that starts with it: started early, it has the batch that
+    takes the targets (:func:`run_targets`) due sooner after they are written than a
+    Prometheus started then would. The results keep both files.
     """
     config = work / "prometheus.yml"
-    targets_file = work / "targets.json"
+    targets_file = work / TARGETS_FILE
     return ProcessPlan(
         what=PROMETHEUS_WHAT, title="Prometheus",
         cmd=Cmd(tuple(prom.argv(config, tsdb, listen, binary=binary))),
         log=logs / "monitoring-prometheus.log", url=f"http://{listen}",
-        files={targets_file: targets_text(targets),
-               config: yaml.safe_dump(prom.scrape_config(targets=targets), sort_keys=False)},
+        files={targets_file: targets_text([]),
+               config: yaml.safe_dump(prom.scrape_config(targets_glob=str(targets_file)),
+                                      sort_keys=False)},
         keep={"prometheus": config, "targets": targets_file})
+
+
+def run_targets(work: Path, targets: list[prom.Target]) -> TargetsFile:
+    """The targets of the run's own Prometheus (:func:`prometheus_plan`), as it reads them."""
+    return TargetsFile(work / TARGETS_FILE, targets_text(targets))
 
 
 def service_plan(service: prom.Service, lab_id: str, targets: list[prom.Target]

@@ -1,30 +1,38 @@
 """One run's monitoring, from start to stop: what the runner calls.
 
-``start_monitoring`` is called by the runner once the lab is up and the flows'
-launch plan is known, before any flow starts. It
+The runner starts monitoring in three steps (:class:`MonitoringStart`), so that
+the slow part overlaps the lab's bring-up: Prometheus applies targets in
+batches on a 5-s clock that starts with it, and its first scrape must be in
+before the first flow starts.
 
-1. lists the run's scrape targets (``mcclab.monitoring.targets``);
-2. where the machine runs no Prometheus service, checks and prepares the
-   run's own database folder on disk (``mcclab.monitoring.storage``), before
-   any process starts: an unusable folder is reported and nothing is started;
-3. starts the router and link exporter in the root namespace, bound to the
-   control gateway address only (strict ``rp_filter`` on the root's lab
+1. ``begin``, as soon as the lab's record exists (the bring-up's first
+   progress report): where the machine runs no Prometheus service, checks and
+   prepares the run's own database folder on disk (``mcclab.monitoring.storage``),
+   before any process starts (an unusable folder is reported and nothing is
+   started), then starts a Prometheus of the run's own on 127.0.0.1, with no
+   target yet;
+2. ``exporter``, once the lab is up and the flows' launch plan is known: lists
+   the run's scrape targets (``mcclab.monitoring.targets``) and writes them as
+   a target file, for the run's own Prometheus or into the service's file_sd
+   directory; starts the router and link exporter in the root namespace, bound
+   to the control gateway address only (strict ``rp_filter`` on the root's lab
    bridges, set by ``mcclab.net.node_config`` for every lab, keeps experiment
    addresses away from it); where the lab's nodes are machines of their own
    (its ``monitoring_hosts``, :class:`RemoteSites`), their routers are read by
    exporters on those machines, every endpoint is forwarded to this machine's
    loopback, and the exporter here listens on loopback too;
-4. starts a Prometheus of the run's own on 127.0.0.1 with the targets as
-   static configuration, or drops them into the service's file_sd directory;
-5. returns a :class:`Monitoring` whose ``url`` is the Grafana dashboard of the
-   run (or Prometheus's graph page where there is no Grafana).
+3. ``finish``, right before the first flow: waits until the exporter and
+   Prometheus answer and the exporter has been scraped once, and returns a
+   :class:`Monitoring` whose ``url`` is the Grafana dashboard of the run (or
+   Prometheus's graph page where there is no Grafana).
 
-The files and command lines come from ``mcclab.monitoring.plan`` (data), and
-``mcclab.monitoring.lifecycle`` writes and starts them. ``Monitoring.stop``
-(called before teardown) copies every series of the run into the results
-folder (``mcclab.monitoring.export``), stops what was started and removes the
-run's database. Monitoring never fails a run: a part that cannot start is
-reported in ``notes`` and left out.
+``start_monitoring`` takes the three steps at once. The files and command lines
+come from ``mcclab.monitoring.plan`` (data), and ``mcclab.monitoring.lifecycle``
+writes and starts them. ``Monitoring.stop`` (called before teardown, whatever
+step the run got to) copies every series of the run into the results folder
+(``mcclab.monitoring.export``), stops what was started and removes the run's
+database. Monitoring never fails a run: a part that cannot start is reported in
+``notes`` and left out.
 """
 
 from __future__ import annotations
@@ -122,30 +130,35 @@ class Monitoring:
         there, so a long export does not compete with them for the CPU).
         """
         ended = time.time()
+        # Only a start that got as far as the first scrape has series of the run: one
+        # stopped during the bring-up has none to keep.
+        source = self.prometheus_url if self.url is not None else None
         try:
-            if self.prometheus_url:
+            if source:
                 # One more scrape interval, so the last second of the run is stored.
                 time.sleep(1.2)
                 ended = time.time()
             before_export()
-            if self.prometheus_url:
-                n = export.copy_series(self.prometheus_url, self.run, self.started - 1, ended,
+            if source:
+                n = export.copy_series(source, self.run, self.started - 1, ended,
                                        run_dir)
                 if n == 0:
                     self.notes.append("Prometheus stored no series for this run")
         except Exception as exc:  # noqa: BLE001 - the run's own data matter more
             self.notes.append(f"export of the series failed: {type(exc).__name__}: {exc}")
+        forgotten = False
         for proc in self.processes:
             kill_group(proc)
             if self.state is not None and proc in self.state.processes:
                 self.state.processes.remove(proc)
+                forgotten = True
         self.processes.clear()
         if self.tsdb is not None:
             self.tsdb_bytes = storage.disk_usage(self.tsdb)
             storage.release(self.state, self.tsdb)
         if self.targets_file is not None:
             self.targets_file.unlink(missing_ok=True)
-        if self.state is not None:
+        if self.state is not None and forgotten:
             with contextlib.suppress(OSError):
                 self.state.save()
         with contextlib.suppress(OSError):
@@ -155,87 +168,175 @@ class Monitoring:
 
 def start_monitoring(lab: Lab, run_dir: Path, experiment: Any, launches: LaunchPlan
                      ) -> Monitoring:
-    """Start monitoring for a run (see the module docstring); never raises for its own parts."""
-    mon = Monitoring(run=run_dir.name, experiment=str(getattr(experiment, "name", "")),
-                     started=time.time(), duration=float(getattr(experiment, "duration", 0.0)),
-                     state=lab.state)
-    try:
-        _start(lab, mon, experiment, launches)
-    except Exception as exc:  # noqa: BLE001 - monitoring must not fail the experiment
-        mon.notes.append(str(exc) if isinstance(exc, storage.StorageError)
-                         else f"{type(exc).__name__}: {exc}")
-        for proc in mon.processes:
-            kill_group(proc)
-        mon.processes.clear()
-        mon.prometheus_url = mon.url = None
-    return mon
+    """Start monitoring for a run in one go (see the module docstring); never raises for
+    its own parts. The runner takes the steps apart (:class:`MonitoringStart`)."""
+    start = MonitoringStart(lab, run_dir, experiment)
+    start.begin()
+    start.exporter(launches)
+    return start.finish()
 
 
-def _start(lab: Lab, mon: Monitoring, experiment: Any, launches: LaunchPlan) -> None:
-    """The steps of start_monitoring; raises on the first that fails."""
-    state = lab.state
-    hosts: RemoteSites | None = getattr(lab, "monitoring_hosts", None)
-    # With the nodes on other machines this one has no control-network address: its
-    # exporter listens on loopback, where their endpoints are forwarded to.
-    gateway = LOOPBACK if hosts is not None else str(lab.plan.control_gateway.ip)
-    work = state.path / "monitoring"
-    logs = state.path / "logs"
-    protocols = flow_protocols(experiment)
-    port = prom.free_port(gateway, EXPORTER_PORT)
-    target_list = targets_for(mon.run, mon.experiment, launches, protocols,
-                              f"{gateway}:{port}")
+class MonitoringStart:
+    """A run's monitoring, started in three steps so that its slow part (Prometheus's
+    start and the 5-s batch that applies the targets) overlaps the lab's bring-up.
 
-    # Where the series go is settled before anything starts: the machine's service,
-    # or a Prometheus of our own whose database folder must be usable.
-    service = prom.find_service()
-    if service is None:
-        tsdb = storage.prepare(state, storage.tsdb_root(), {s.lab_id for s in all_states()})
-        mon.tsdb = tsdb
-    work.mkdir(parents=True, exist_ok=True)
+    1. :meth:`begin` needs only the lab's record (the state, its folder, its cgroup):
+       it settles where the series go and starts the run's own Prometheus, with no
+       target yet. The runner calls it as soon as the bring-up reports progress.
+    2. :meth:`exporter` needs the launch plan and the lab up (the routers' namespaces,
+       the control gateway's address): it writes the targets and starts the exporter.
+    3. :meth:`finish` waits for both to answer and for the first scrape of the exporter.
 
-    routers, sources = lab.topo.names("router"), iperf_sources(launches, protocols)
-    if hosts is not None:
-        target_list, sources = hosts.start(target_list, sources, mon.processes)
-        routers = []  # each read by an exporter on its own machine
-    exporter = plans.exporter_plan(
-        work, logs, state.path, lab.topo.model_dump(mode="json"), lab.link_backend,
-        routers, sources, gateway, port, sys.executable)
-    # Each GET of /metrics is a full scrape (commands in every router's and link's
-    # namespace): under emulation one took longer than the 1-s answer timeout,
-    # so the exporter never looked ready. The answer timeout is scaled too.
-    probe_timeout = scaled(1.0)
-    lifecycle.start(state, exporter, lambda: lifecycle.answers(exporter.url, probe_timeout),
-                    mon.processes)
-    mon.files.update(exporter.keep)
-    mon.exporter_url = exporter.url
+    Nothing waits before :meth:`finish`. Each step runs once; :meth:`exporter` begins
+    first if :meth:`begin` has not (a lab that reports no progress). A step never
+    raises for monitoring's own parts: the failure goes into ``mon.notes``, what was
+    started is stopped, and the later steps do nothing. A BaseException (the runner's
+    Interrupted) passes; ``mon.stop`` then ends whatever was started.
+    """
 
-    if service is None:
+    def __init__(self, lab: Lab, run_dir: Path, experiment: Any) -> None:
+        self.lab = lab
+        self.experiment = experiment
+        self.mon = Monitoring(run=run_dir.name,
+                              experiment=str(getattr(experiment, "name", "")),
+                              started=time.time(),
+                              duration=float(getattr(experiment, "duration", 0.0)),
+                              state=lab.state)
+        self.begun = False  # the first step was taken: something may have started
+        self._exported = self._finished = self._failed = False
+        self._gateway = LOOPBACK
+        self._service: prom.Service | None = None
+        # What finish() waits for: each started process's readiness, in order.
+        self._waits: list[tuple[Callable[[], bool], TrackedProcess, plans.ProcessPlan]] = []
+
+    def begin(self) -> None:
+        """Settle where the series go; start the run's own Prometheus (not waited for).
+
+        Does nothing until the lab's record exists (what starts here must be recorded
+        in it, so that ``mcclab clean`` finds it); :meth:`exporter` then begins.
+        """
+        state = getattr(self.lab, "state", None)
+        if not self.begun and state is not None and state.path.is_dir():
+            self._begin_now()
+
+    def _begin_now(self) -> None:
+        self.begun = True
+        self._guard(self._begin)
+
+    def exporter(self, launches: LaunchPlan) -> None:
+        """Write the run's targets and start the exporter (not waited for)."""
+        if not self.begun:
+            self._begin_now()  # the lab is up: its record exists
+        if self._exported:
+            return
+        self._exported = True
+        if not self._failed:
+            self._guard(lambda: self._exporter(launches))
+
+    def finish(self) -> Monitoring:
+        """Wait until everything started answers and the exporter was scraped once."""
+        if not self._finished and not self._failed:
+            self._finished = True
+            self._guard(self._finish)
+        return self.mon
+
+    def _guard(self, step: Callable[[], None]) -> None:
+        """Run ``step``; on its failure note why and stop what was started."""
+        mon = self.mon
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - monitoring must not fail the experiment
+            self._failed = True
+            mon.notes.append(str(exc) if isinstance(exc, storage.StorageError)
+                             else f"{type(exc).__name__}: {exc}")
+            for proc in mon.processes:
+                kill_group(proc)
+            mon.processes.clear()
+            mon.prometheus_url = mon.url = None
+
+    def _begin(self) -> None:
+        lab, mon = self.lab, self.mon
+        hosts: RemoteSites | None = getattr(lab, "monitoring_hosts", None)
+        # With the nodes on other machines this one has no control-network address: its
+        # exporter listens on loopback, where their endpoints are forwarded to.
+        self._gateway = LOOPBACK if hosts is not None else str(lab.plan.control_gateway.ip)
+        state = lab.state
+        # Where the series go is settled before anything starts: the machine's service,
+        # or a Prometheus of our own whose database folder must be usable.
+        self._service = prom.find_service()
+        if self._service is not None:
+            mon.service = True
+            prom.sweep_targets(self._service.targets_dir, {s.lab_id for s in all_states()})
+            mon.prometheus_url = self._service.url
+            (state.path / "monitoring").mkdir(parents=True, exist_ok=True)
+            return
+        tsdb = mon.tsdb = storage.prepare(state, storage.tsdb_root(),
+                                          {s.lab_id for s in all_states()})
+        work = state.path / "monitoring"
+        work.mkdir(parents=True, exist_ok=True)
         listen = f"127.0.0.1:{prom.free_port('127.0.0.1', prom.DEFAULT_PORT)}"
-        own = plans.prometheus_plan(work, logs, tsdb, target_list, listen)
-        lifecycle.start(state, own, lambda: prom.ready(own.url), mon.processes)
+        own = plans.prometheus_plan(work, state.path / "logs", tsdb, listen)
+        proc = lifecycle.launch(state, own, mon.processes)
+        self._waits.append((lambda: prom.ready(own.url), proc, own))
         mon.prometheus_url = own.url
         mon.files.update(own.keep)
-    else:
-        mon.service = True
-        prom.sweep_targets(service.targets_dir, {s.lab_id for s in all_states()})
-        drop = plans.service_plan(service, state.lab_id, target_list)
-        mon.targets_file = drop.targets_file
-        lifecycle.write_atomically(drop.targets_file, drop.text)
-        mon.prometheus_url = drop.url
-        mon.files.update(targets=drop.targets_file)
 
-    # Prometheus applies new targets in batches every 5 s (static ones too), so its
-    # first scrape comes up to 5 s after it starts. Waiting for it here, before any
-    # flow starts, keeps the run's first seconds in the series.
-    first_scrape = scaled(FIRST_SCRAPE_TIMEOUT)
-    if not lifecycle.first_scrape(mon.prometheus_url, mon.run, first_scrape):
-        mon.notes.append(f"no scrape within {first_scrape:g}s of the start; "
-                         "the first seconds may be missing")
-    mon.started = time.time()
-    mon.grafana_base = grafana.grafana_base()
-    end = mon.started + mon.duration + TAIL
-    if mon.grafana_base:
-        mon.url = grafana.dashboard_url(mon.grafana_base, mon.run, mon.started - 5, end)
-    else:
-        mon.url = grafana.prometheus_url(mon.prometheus_url, mon.run, mon.started - 5, end)
-    (work / STATE_FILE).write_text(json.dumps(mon.record(), indent=1))
+    def _exporter(self, launches: LaunchPlan) -> None:
+        lab, mon, gateway = self.lab, self.mon, self._gateway
+        state = lab.state
+        work = state.path / "monitoring"
+        hosts: RemoteSites | None = getattr(lab, "monitoring_hosts", None)
+        protocols = flow_protocols(self.experiment)
+        port = prom.free_port(gateway, EXPORTER_PORT)
+        target_list = targets_for(mon.run, mon.experiment, launches, protocols,
+                                  f"{gateway}:{port}")
+        routers, sources = lab.topo.names("router"), iperf_sources(launches, protocols)
+        if hosts is not None:
+            target_list, sources = hosts.start(target_list, sources, mon.processes)
+            routers = []  # each read by an exporter on its own machine
+        exporter = plans.exporter_plan(
+            work, state.path / "logs", state.path, lab.topo.model_dump(mode="json"),
+            lab.link_backend, routers, sources, gateway, port, sys.executable)
+        # Each GET of /metrics is a full scrape (commands in every router's and link's
+        # namespace): under emulation one took longer than the 1-s answer timeout,
+        # so the exporter never looked ready. The answer timeout is scaled too.
+        probe_timeout = scaled(1.0)
+        proc = lifecycle.launch(state, exporter, mon.processes)
+        # Waited for first: a dead exporter is the likelier failure, and says more.
+        self._waits.insert(0, (lambda: lifecycle.answers(exporter.url, probe_timeout), proc,
+                               exporter))
+        mon.files.update(exporter.keep)
+        mon.exporter_url = exporter.url
+        # Prometheus applies the file at its next 5-s batch; the exporter's target
+        # fails (up 0) until the exporter listens, which finish() waits for.
+        if self._service is None:
+            own = plans.run_targets(work, target_list)
+            lifecycle.write_atomically(own.path, own.text)
+        else:
+            drop = plans.service_plan(self._service, state.lab_id, target_list)
+            mon.targets_file = drop.targets_file
+            lifecycle.write_atomically(drop.targets_file, drop.text)
+            mon.files.update(targets=drop.targets_file)
+
+    def _finish(self) -> None:
+        mon = self.mon
+        if not self._exported or mon.prometheus_url is None:
+            raise RuntimeError("the run's targets were never written")
+        for ready, proc, plan in self._waits:
+            lifecycle.wait_ready(ready, [proc], plan.title, plan.log)
+        # Waiting for the first scrape here, before any flow starts, keeps the run's
+        # first seconds in the series.
+        first_scrape = scaled(FIRST_SCRAPE_TIMEOUT)
+        if not lifecycle.first_scrape(mon.prometheus_url, mon.run, first_scrape):
+            mon.notes.append(f"no scrape within {first_scrape:g}s of the start; "
+                             "the first seconds may be missing")
+        mon.started = time.time()
+        mon.grafana_base = grafana.grafana_base()
+        end = mon.started + mon.duration + TAIL
+        if mon.grafana_base:
+            mon.url = grafana.dashboard_url(mon.grafana_base, mon.run, mon.started - 5, end)
+        else:
+            mon.url = grafana.prometheus_url(mon.prometheus_url, mon.run, mon.started - 5,
+                                             end)
+        work = self.lab.state.path / "monitoring"
+        (work / STATE_FILE).write_text(json.dumps(mon.record(), indent=1))

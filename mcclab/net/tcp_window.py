@@ -17,12 +17,15 @@ sender's and receiver's namespace in turn.
 
 On allocated hosts (``mcclab.testbed``) each node is a machine of its own and
 there are no namespaces to enter, so the same work is split by machine, with
-no namespace anywhere: ``listen`` runs on each receiver's host and accepts the
-primer's connections on the receiver's addresses (port chosen by the kernel,
-printed on stdout) until its stdin closes; ``prime`` runs on each sender's host
-and primes every flow of that sender at once in its own network stack, checking
-each cache as ``prime_all`` does. :func:`listen_argv` and :func:`prime_host_argv`
-build their command lines.
+no namespace anywhere, as commands the launch planner names by the node whose
+machine runs them (``mcclab.experiment.launch.window_setup``): ``listen`` on each
+receiver's host binds the receivers' addresses on a port the planner chose,
+then leaves a child behind that accepts the primers' connections and ends once
+it has served as many as the planner said (or after a limit), so the command
+itself returns at once; ``prime`` on each sender's host then primes every flow
+of that sender at once in its own network stack, checking each cache as
+``prime_all`` does, and appends what each cache held to a log.
+:func:`listen_argv` and :func:`prime_host_argv` build their command lines.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import NoReturn, TextIO
+from pathlib import Path
+from typing import NoReturn
 
 from mcclab.commands import Cmd, cmd
 from mcclab.net.setns import NETNS_DIR, Namespaces
@@ -159,10 +163,12 @@ def parse_primes(text: str) -> list[Prime]:
     return out
 
 
-# Seconds a host's listener waits at most, should its stdin never close (a controller
-# gone): past a primer's own PRIME_TIMEOUT_S and the ssh round trips around it.
+# Seconds a host's listener serves at most, should a connection it expects never come
+# (a primer that failed): past a primer's own PRIME_TIMEOUT_S and the ssh round trips
+# around it; the planner adds PRIMER_BUDGET_S per sender's host, as the primers run one
+# after another.
 LISTEN_LIMIT_S = 60.0
-READY = "ready"  # the listener's last line once every address is bound
+PRIMER_BUDGET_S = PRIME_TIMEOUT_S + 10.0
 
 
 @dataclass(frozen=True)
@@ -183,29 +189,28 @@ def _module(python: str) -> list[str]:
     return [python, "-m", "mcclab.net.tcp_window"]
 
 
-def listen_argv(addresses: list[str], python: str = sys.executable,
+def listen_limit(senders: int) -> float:
+    """The listeners' limit when ``senders`` hosts prime one after another."""
+    return LISTEN_LIMIT_S + senders * PRIMER_BUDGET_S
+
+
+def listen_argv(addresses: list[str], port: int, expect: int, python: str = sys.executable,
                 limit_s: float = LISTEN_LIMIT_S) -> list[str]:
-    """The listener on a receiver's host: accepts on each of ``addresses`` (ports chosen
-    by the kernel, printed as ``ADDRESS PORT`` lines, then ``ready``) until its stdin
-    closes or ``limit_s`` seconds pass."""
-    return [*_module(python), "listen", "--limit", f"{limit_s:g}",
-            *(str(ipaddress.IPv4Address(a)) for a in addresses)]
+    """The listener on a receiver's host: binds ``port`` on each of ``addresses``, prints
+    ``ADDRESS PORT`` lines and returns, leaving a child that accepts until ``expect``
+    connections have been closed by their peers or ``limit_s`` seconds pass."""
+    return [*_module(python), "listen", "--port", str(port), "--expect", str(expect),
+            "--limit", f"{limit_s:g}", *(str(ipaddress.IPv4Address(a)) for a in addresses)]
 
 
-def prime_host_argv(targets: list[HostTarget], python: str = sys.executable) -> list[str]:
+def prime_host_argv(targets: list[HostTarget], python: str = sys.executable,
+                    log: str | None = None, node: str | None = None) -> list[str]:
     """The primer on a sender's host: one connection to each target, then the check that
-    its TCP metrics cache holds each target's ceiling."""
-    return [*_module(python), "prime", *(t.word() for t in targets)]
-
-
-def parse_listening(text: str) -> dict[str, int]:
-    """The ports of a listener's output (``ADDRESS PORT`` lines before ``ready``)."""
-    ports = {}
-    for line in text.splitlines():
-        words = line.split()
-        if len(words) == 2 and words[1].isdigit():
-            ports[str(ipaddress.IPv4Address(words[0]))] = int(words[1])
-    return ports
+    its TCP metrics cache holds each target's ceiling; with ``log``, what each cache held
+    appended there as ``NODE: ADDRESS cwnd N`` lines (``node``: the host's name)."""
+    logged = ["--log", log] if log is not None else []
+    named = ["--node", node] if node is not None else []
+    return [*_module(python), "prime", *logged, *named, *(t.word() for t in targets)]
 
 
 def parse_target(word: str) -> HostTarget:
@@ -216,44 +221,58 @@ def parse_target(word: str) -> HostTarget:
     return HostTarget(str(ipaddress.IPv4Address(parts[0])), int(parts[1]), int(parts[2]))
 
 
-def listen(addresses: list[str], limit_s: float = LISTEN_LIMIT_S,
-           out: TextIO | None = None) -> None:
-    """Accept connections on each address until stdin closes (or ``limit_s`` passes).
+def bind(addresses: list[str], port: int) -> list[socket.socket]:
+    """A socket listening on ``port`` of each address. With SO_REUSEPORT, so that a
+    listener left by an earlier run whose primer failed (it ends by its own limit) does
+    not keep this one from binding: it accepts and closes just as this one would."""
+    return [socket.create_server((a, port), reuse_port=True) for a in addresses]
+
+
+def serve(listeners: list[socket.socket], expect: int,
+          limit_s: float = LISTEN_LIMIT_S) -> int:
+    """Accept on ``listeners`` until ``expect`` connections have been closed by their
+    peers (or ``limit_s`` passes); returns how many were. Closes every socket.
 
     An accepted connection is closed once its peer has closed: the primer's side
     closes first, like a finished transfer, and its close is what fills its cache.
     """
-    stream = out if out is not None else sys.stdout
-    listeners = [socket.create_server((a, 0)) for a in addresses]
     accepted: list[socket.socket] = []
+    served = 0
+    deadline = time.monotonic() + limit_s
     try:
-        for sock in listeners:
-            address, port = sock.getsockname()[:2]
-            print(f"{address} {port}", file=stream)
-        print(READY, file=stream, flush=True)
-        deadline = time.monotonic() + limit_s
-        stdin = sys.stdin.fileno()
-        while (left := deadline - time.monotonic()) > 0:
-            readable, _, _ = select.select([stdin, *listeners, *accepted], [], [], left)
+        while served < expect and (left := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([*listeners, *accepted], [], [], left)
             for ready in readable:
-                if ready == stdin:
-                    if not os.read(stdin, 4096):
-                        return  # the controller is done with us
-                elif ready in listeners:
-                    assert isinstance(ready, socket.socket)
+                if ready in listeners:
                     accepted.append(ready.accept()[0])
-                else:
-                    assert isinstance(ready, socket.socket)
-                    try:
-                        data = ready.recv(4096)
-                    except OSError:
-                        data = b""
-                    if not data:
-                        accepted.remove(ready)
-                        ready.close()
+                    continue
+                try:
+                    data = ready.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    accepted.remove(ready)
+                    ready.close()
+                    served += 1
     finally:
         for sock in accepted + listeners:
             sock.close()
+    return served
+
+
+def _detach() -> None:
+    """Go on in a child, in a session of its own and with no standard streams, and end
+    this process: whoever waits for it (the runner, through ssh) returns now, while the
+    child keeps every socket this process opened."""
+    sys.stdout.flush()
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if null > 2:
+        os.close(null)
 
 
 def prime_here(targets: list[HostTarget], timeout_s: float = PRIME_TIMEOUT_S) -> list[str]:
@@ -301,22 +320,39 @@ def _host_main(argv: list[str]) -> None:
     """``listen`` and ``prime``: the modes for a machine of its own (no namespaces)."""
     parser = argparse.ArgumentParser(prog="python -m mcclab.net.tcp_window")
     modes = parser.add_subparsers(dest="mode", required=True)
-    lis = modes.add_parser("listen", help=listen.__doc__)
+    lis = modes.add_parser("listen", help=listen_argv.__doc__)
+    lis.add_argument("--port", type=int, required=True)
+    lis.add_argument("--expect", type=int, required=True)
     lis.add_argument("--limit", type=float, default=LISTEN_LIMIT_S)
     lis.add_argument("addresses", nargs="+")
     pri = modes.add_parser("prime", help=prime_here.__doc__)
+    pri.add_argument("--log", help="append what each cache held to this file")
+    pri.add_argument("--node", default=socket.gethostname(),
+                     help="the name the log gives this host")
     pri.add_argument("targets", nargs="+", help="ADDRESS:PORT:SEGMENTS")
     args = parser.parse_args(argv)
     if args.mode == "listen":
-        listen([str(ipaddress.IPv4Address(a)) for a in args.addresses], args.limit)
-    else:
-        for line in prime_here([parse_target(w) for w in args.targets]):
-            print(line)
+        listeners = bind([str(ipaddress.IPv4Address(a)) for a in args.addresses], args.port)
+        for sock in listeners:
+            address, port = sock.getsockname()[:2]
+            print(f"{address} {port}")
+        # Bound and listening: a primer's connection waits in the backlog from now on.
+        _detach()
+        serve(listeners, args.expect, args.limit)
+        return
+    lines = prime_here([parse_target(w) for w in args.targets])
+    for line in lines:
+        print(line)
+    if args.log:
+        log = Path(args.log)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as fh:
+            fh.writelines(f"{args.node}: {line}\n" for line in lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Command line of ``prime_all`` (the pairs on stdin, one a line); with ``listen`` or
-    ``prime`` first, the modes for allocated hosts (:func:`listen`, :func:`prime_here`)."""
+    ``prime`` first, the modes for allocated hosts (:func:`serve`, :func:`prime_here`)."""
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in ("listen", "prime"):
         _host_main(words)

@@ -15,10 +15,12 @@ links; bring-up here
    process the experiment runner starts in a node through that runner (setup
    commands, agents, iperf3, armed starts) runs on its host over SSH, unchanged.
    The routes belong to this lab alone: another lab in the same process has
-   its own runner and its own routes. The one setup command that names no
-   node, the TCP window ceilings' primer, the runner splits over the senders'
-   and receivers' hosts (``mcclab.testbed.windows``), recording what each
-   sender's cache held in the run's ``logs/tcp-windows.log``.
+   its own runner and its own routes. The experiment runner plans its launches
+   knowing which namespaces are routed here, so the TCP window ceilings come
+   as a listener on each receiver's host and a primer on each sender's
+   (``mcclab.experiment.launch.host_windows``), each a node's command like any
+   other; what each sender's cache held reaches the run's
+   ``logs/tcp-windows.log`` as the hosts' files do, at teardown.
 
 The run's monitoring reaches the hosts through ``monitoring_hosts``
 (``mcclab.testbed.monitoring``): every metrics endpoint on a host's loopback,
@@ -116,11 +118,8 @@ class TestbedLab:
         self.ssh = Ssh(inventory, self.control_dir, state=self.state)
         # Namespace -> the node's host; filled once the hosts are up, emptied at teardown.
         self.remote: dict[str, RemoteCommand] = {}
-        # The window ceilings' primer checks each sender's cache (mcclab.testbed.windows);
-        # what it found goes into the run's logs.
         self.runner = SshRunner(self.ssh, transcript=self.state.path / "commands.log",
-                                remote=self.remote,
-                                primed_log=run_dir / "logs" / "tcp-windows.log")
+                                remote=self.remote)
         # The run's monitoring calls this (mcclab.monitoring.session.RemoteSites).
         self.monitoring_hosts = HostMonitoring(self)
         self.routers: RemoteRouters | None = None

@@ -31,10 +31,8 @@ from pathlib import Path
 from mcclab.commands import Cmd
 from mcclab.execute import CommandError, RemoteRoutes, Runner
 from mcclab.net.node_config import netns_name
-from mcclab.net.tcp_window import parse_primes
 from mcclab.state import LabState, TrackedProcess, kill_groups, proc_start_time
 from mcclab.testbed.inventory import Host, Inventory
-from mcclab.testbed.windows import PrimingError, is_primer, plan_priming, prime_on_hosts
 
 CONTROL_PERSIST = 60  # seconds an idle master connection stays open
 CONNECT_TIMEOUT = 10  # seconds
@@ -233,39 +231,20 @@ class Ssh:
 class SshRunner(Runner):
     """A Runner whose node commands run on the nodes' hosts over SSH.
 
-    A ``Cmd`` for namespace ``mcl-<node>`` runs on ``node``'s host; a command
-    with no namespace runs here, on the controller, as the lab's runner does,
-    except the TCP window ceilings' primer, which would enter namespaces that
-    are other machines: it runs on the senders' and receivers' hosts instead
-    (``mcclab.testbed.windows``), each sender's cache check written to
-    ``primed_log`` when one is given. ``remote`` (from the lab that owns the
-    hosts, see ``mcclab.testbed.lab``) decides where long-lived processes
-    started through :meth:`argv` run.
+    A ``Cmd`` for namespace ``mcl-<node>`` runs on ``node``'s host, through the
+    node's route in ``remote`` once the lab that owns the hosts has made it (see
+    ``mcclab.testbed.lab``), which also decides where long-lived processes started
+    through :meth:`argv` run; a command with no namespace runs here, on the
+    controller, as the lab's runner does. What a command does is its builder's
+    business: this runner only sends it where its namespace says (the TCP window
+    ceilings, for one, come planned per host, ``mcclab.experiment.launch.host_windows``).
     """
 
     def __init__(self, ssh: Ssh, transcript: Path | None = None,
-                 remote: RemoteRoutes | None = None, primed_log: Path | None = None):
+                 remote: RemoteRoutes | None = None):
         super().__init__(transcript=transcript, remote=remote)
         self.ssh = ssh
         self.nodes = {netns_name(node): node for node in ssh.inventory.hosts}
-        self.primed_log = primed_log
-
-    def _prime(self, command: Cmd) -> str:
-        """The lab's primer, split over the hosts; SshError when a ceiling is not primed."""
-        try:
-            plan = plan_priming(parse_primes(command.input or ""), self.nodes)
-            out = prime_on_hosts(self.ssh, plan, command.argv[0])
-        except PrimingError as exc:
-            self._record(command, 1)
-            raise SshError(str(exc)) from exc
-        self._record(command, 0)
-        text = "".join(f"{node}: {line}\n" for node, lines in out.items()
-                       for line in lines.splitlines())
-        if self.primed_log is not None:
-            self.primed_log.parent.mkdir(parents=True, exist_ok=True)
-            with self.primed_log.open("a") as fh:
-                fh.write(text)
-        return text
 
     def node_of(self, command: Cmd) -> str | None:
         """The node a command runs on (None: the controller); SshError for another namespace."""
@@ -280,15 +259,18 @@ class SshRunner(Runner):
     def run(self, command: Cmd, timeout: float = 30.0) -> str:
         """Run one command (on its node's host) and return its stdout."""
         node = self.node_of(command)
-        if node is None and is_primer(command):
-            return self._prime(command)
         if node is None:
             return super().run(command, timeout)
+        # The node's route once the lab has made it (it moves run-folder paths in the argv
+        # to the host's folder, and the lab collects the files they name); before that,
+        # while the lab configures the hosts, ssh itself.
+        route = self.remote.get(command.netns or "")
+        argv = route(command.argv, False) if route is not None else self.ssh.argv(
+            node, command.argv)
         try:
             # A command's stdin (``ip -batch -``) goes over the connection too.
-            proc = subprocess.run(self.ssh.argv(node, command.argv),
-                                  input=getattr(command, "input", None), capture_output=True,
-                                  text=True, timeout=timeout, check=False)
+            proc = subprocess.run(argv, input=getattr(command, "input", None),
+                                  capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired as exc:
             raise SshError(f"{node}: {command} took longer than {timeout:g} s") from exc
         self._record(command, proc.returncode)

@@ -18,8 +18,8 @@ inventory leaves its node out. Neither is the fork server: on hosts every
 process is executed over SSH, which ``run.json`` records
 (``python_tools_started_by``). Nor are TCP window ceilings (``max_window``,
 usually from ``tcp.model``): the route with the locked ``cwnd`` runs on the
-sender's host like every setup command, and the primer is split by host
-(``mcclab.testbed.windows``).
+sender's host like every setup command, and the primer is planned per host
+(``mcclab.experiment.launch.host_windows``).
 """
 
 from __future__ import annotations

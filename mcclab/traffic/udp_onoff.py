@@ -23,11 +23,15 @@ Both write JSON lines; the sink's once-a-second ``stats`` records carry the
 cumulative ``total_rx_bytes``/``total_rx_packets``/``total_lost`` of the
 agents' stats records (monotonic ``t``), so the run's tables read them the
 same way. Only the standard library is imported: dozens of these start at once.
+A run with its agents in host mode puts all of its on/off flows in one
+:mod:`mcclab.traffic.onoff_host` instead, which drives the same
+:class:`SourceState` and :class:`SinkState` and writes the same records.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import signal
@@ -65,6 +69,106 @@ def read_schedule(path: str) -> list[tuple[float, float]]:
     return periods
 
 
+class SourceState:
+    """One source's schedule and counts, without sockets or clocks (sans-I/O).
+
+    ``start`` is the time (CLOCK_MONOTONIC) of the schedule's offset 0 and ``began``
+    when the source began; a datagram due more than one gap before ``began`` is
+    skipped (counted, no sequence number) instead of sent in a burst. The caller
+    asks :meth:`next_due` when to send, sends :meth:`datagram` then, and writes
+    :meth:`start_record` and :meth:`done_record`. The one-flow command
+    (:func:`send`) and the on/off host (:mod:`mcclab.traffic.onoff_host`) both
+    drive one.
+    """
+
+    def __init__(self, periods: list[tuple[float, float]], rate_bps: float, size: int,
+                 start: float, began: float):
+        self.periods = len(periods)
+        self.rate_bps = rate_bps
+        self.size = size
+        self.start = start
+        self.began = began
+        self.gap = size * 8.0 / rate_bps
+        self.sent = self.errors = self.skipped = 0
+        self._offsets = send_offsets(periods, rate_bps, size)
+        self._payload = bytearray(size)
+
+    def start_record(self) -> dict[str, object]:
+        """The log's first record."""
+        return {"event": "start", "t": self.began, "periods": self.periods,
+                "rate_bps": self.rate_bps, "size": self.size, "origin": self.start}
+
+    def next_due(self) -> float | None:
+        """When the next datagram is due (None: the schedule is over), skipping those
+        due before a late start."""
+        for offset in self._offsets:
+            due = self.start + offset
+            if due < self.began - self.gap:
+                self.skipped += 1
+                continue
+            return due
+        return None
+
+    def datagram(self) -> bytearray:
+        """The next datagram's payload, numbered (reused: send it before the next call)."""
+        SEQ.pack_into(self._payload, 0, self.sent)
+        self.sent += 1
+        return self._payload
+
+    def refused(self) -> None:
+        """The last datagram could not be sent (ICMP unreachable, ENOBUFS)."""
+        self.errors += 1
+
+    def done_record(self, now: float) -> dict[str, object]:
+        """The log's last record."""
+        return {"event": "done", "t": now, "sent": self.sent, "send_errors": self.errors,
+                "skipped": self.skipped}
+
+
+class SinkState:
+    """One sink's counts and its once-a-second ``stats`` records (sans-I/O)."""
+
+    def __init__(self, now: float):
+        self.rx_bytes = self.rx_packets = 0
+        self.highest = -1
+        self.last_t = now
+        self._last_bytes = 0
+
+    def datagram(self, data: bytes) -> None:
+        """Count one arrival (shorter than a sequence number: not ours, ignored)."""
+        if len(data) >= SEQ.size:
+            self.rx_bytes += len(data)
+            self.rx_packets += 1
+            self.highest = max(self.highest, SEQ.unpack_from(data)[0])
+
+    @property
+    def next_stats(self) -> float:
+        """When the next ``stats`` record is due."""
+        return self.last_t + STATS_INTERVAL
+
+    def stats(self, now: float) -> dict[str, object]:
+        """A ``stats`` record at ``now``: cumulative counts, the rate since the last one."""
+        elapsed = now - self.last_t
+        rate = (self.rx_bytes - self._last_bytes) * 8.0 / elapsed if elapsed > 0 else 0.0
+        self.last_t, self._last_bytes = now, self.rx_bytes
+        return {"event": "stats", "t": now, "total_rx_bytes": self.rx_bytes,
+                "total_rx_packets": self.rx_packets,
+                "total_lost": max(0, self.highest + 1 - self.rx_packets),
+                "throughput_bps": rate}
+
+
+def write_record(log: IO[str], fields: dict[str, object]) -> None:
+    """Append one JSON line and flush it (the run's readers tail the file)."""
+    log.write(json.dumps(fields) + "\n")
+    log.flush()
+
+
+def schedule_origin(path: str) -> float:
+    """The schedule's ``origin_s`` (0 if it has none): run seconds of its time 0."""
+    with open(path) as fh:
+        return float(json.load(fh).get("origin_s", 0.0))
+
+
 class _Stop(Exception):
     """SIGTERM or SIGINT arrived: write the last record and leave."""
 
@@ -74,90 +178,52 @@ def _on_signal(signum: int, _frame: object) -> None:
     raise _Stop(signum)
 
 
-def _record(log: IO[str], **fields: object) -> None:
-    """Append one JSON line."""
-    log.write(json.dumps(fields) + "\n")
-    log.flush()
-
-
 def send(dest: str, port: int, rate_bps: float, size: int, schedule: str, log_path: str,
          t0: float | None = None) -> int:
     """Send the schedule's packets to dest:port; log how many were sent, skipped (due
     before a late start) and refused. ``t0``: the run's time 0 (see the module's doc)."""
     periods = read_schedule(schedule)
-    gap = size * 8.0 / rate_bps
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.connect((dest, port))
-    payload = bytearray(size)
-    sent = errors = skipped = 0
     with open(log_path, "a") as log:
         now = time.monotonic()
-        start = now if t0 is None else t0 + _origin(schedule)
-        _record(log, event="start", t=now, periods=len(periods), rate_bps=rate_bps,
-                size=size, origin=start)
+        source = SourceState(periods, rate_bps, size,
+                             now if t0 is None else t0 + schedule_origin(schedule), now)
+        write_record(log, source.start_record())
         try:
-            for offset in send_offsets(periods, rate_bps, size):
-                delay = start + offset - time.monotonic()
+            while (due := source.next_due()) is not None:
+                delay = due - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                elif start + offset < now - gap:  # due before a late start: no burst
-                    skipped += 1
-                    continue
-                SEQ.pack_into(payload, 0, sent)
-                sent += 1
                 try:
-                    sock.send(payload)
+                    sock.send(source.datagram())
                 except OSError:  # ICMP unreachable from an earlier packet, ENOBUFS
-                    errors += 1
+                    source.refused()
         except _Stop:
             pass
-        _record(log, event="done", t=time.monotonic(), sent=sent, send_errors=errors,
-                skipped=skipped)
+        write_record(log, source.done_record(time.monotonic()))
     return 0
-
-
-def _origin(path: str) -> float:
-    """The schedule's ``origin_s`` (0 if it has none): run seconds of its time 0."""
-    with open(path) as fh:
-        return float(json.load(fh).get("origin_s", 0.0))
 
 
 def recv(bind: str, port: int, log_path: str) -> int:
     """Count the datagrams arriving at bind:port; a stats record every second."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind((bind, port))
-    rx_bytes = rx_packets = 0
-    highest = -1
     with open(log_path, "a") as log:
-        last_t, last_bytes = time.monotonic(), 0
-
-        def stats(now: float) -> None:
-            nonlocal last_t, last_bytes
-            rate = (rx_bytes - last_bytes) * 8.0 / (now - last_t) if now > last_t else 0.0
-            _record(log, event="stats", t=now, total_rx_bytes=rx_bytes,
-                    total_rx_packets=rx_packets,
-                    total_lost=max(0, highest + 1 - rx_packets), throughput_bps=rate)
-            last_t, last_bytes = now, rx_bytes
-
-        stats(last_t)
+        sink = SinkState(time.monotonic())
+        write_record(log, sink.stats(sink.last_t))
         print("ready", flush=True)  # after the first record: a reader finds one at once
         try:
             while True:
                 # Never 0: that would make the socket non-blocking (BlockingIOError).
-                sock.settimeout(max(1e-3, last_t + STATS_INTERVAL - time.monotonic()))
-                try:
-                    data = sock.recv(65536)
-                except (TimeoutError, BlockingIOError):
-                    data = b""
-                if len(data) >= SEQ.size:
-                    rx_bytes += len(data)
-                    rx_packets += 1
-                    highest = max(highest, SEQ.unpack_from(data)[0])
+                sock.settimeout(max(1e-3, sink.next_stats - time.monotonic()))
+                with contextlib.suppress(TimeoutError, BlockingIOError):
+                    sink.datagram(sock.recv(65536))
                 now = time.monotonic()
-                if now >= last_t + STATS_INTERVAL:
-                    stats(now)
+                if now >= sink.next_stats:
+                    write_record(log, sink.stats(now))
         except _Stop:
-            stats(time.monotonic())
+            write_record(log, sink.stats(time.monotonic()))
     return 0
 
 

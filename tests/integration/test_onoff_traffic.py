@@ -42,14 +42,28 @@ def records(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_udp_on_off_flow_sends_its_schedule_and_nothing_else(tmp_path):
+@pytest.mark.parametrize("mode", ["process", "host"])
+def test_udp_on_off_flow_sends_its_schedule_and_nothing_else(tmp_path, mode):
+    """``process``: a source and a sink process; ``host`` (agents.mode=host): both in the
+    one on/off host (mcclab.traffic.onoff_host), each socket in its own node."""
     spec = tmp_path / "onoff-check.yaml"
     spec.write_text(SPEC)
     out = run_mcclab(["run", str(spec), "--results", str(tmp_path / "results"),
-                      "--wait", "600"], timeout=500)
+                      "--set", f"agents.mode={mode}", "--wait", "600"], timeout=500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (run,) = list((tmp_path / "results" / "onoff-check").iterdir())
-    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    record = json.loads((run / "run.json").read_text())
+    assert record["status"] == "complete"
+    hosted = (run / "logs" / "onoff-host.out").exists()
+    assert hosted == (mode == "host")
+    assert ("onoff" in record["agents"]) == (mode == "host"), record["agents"]
+    if hosted:  # ready, then a clean exit on the runner's SIGTERM (logged by the fork server)
+        ready = json.loads((run / "logs" / "onoff-host.out").read_text().splitlines()[0])
+        assert (ready["event"], ready["sinks"], ready["sources"]) == ("ready", 1, 1)
+        # the host is the run's one forked tool, and it exited cleanly on SIGTERM
+        exits = [line.split()[-1] for line in
+                 (run / "logs" / "forkserver.log").read_text().splitlines() if " exited " in line]
+        assert exits == ["0"], exits
     schedule = json.loads((run / "sessions" / "bg.onoff.json").read_text())
     periods = [tuple(p) for p in schedule["periods"]]
     assert len(periods) >= 4, periods  # seed 11: six on-periods in 28 s

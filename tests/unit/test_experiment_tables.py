@@ -111,6 +111,27 @@ def test_iperf_watch_places_a_late_test_where_it_began(tmp_path):
     assert watch.starts == [pytest.approx(21.6)]
 
 
+def test_iperf_watch_counts_the_tests_of_a_rewritten_log_anew(tmp_path):
+    log = tmp_path / "server.txt"
+    report = "[  5]   {:.2f}-{:.2f}   sec   100 KBytes   819 Kbits/sec\n"
+    log.write_text("Accepted connection from 10.0.0.1, port 40000\n"
+                   + "".join(report.format(k, k + 1) for k in range(3))
+                   + "- - - - - - - - -\n" + report.format(0, 3).rstrip() + "   receiver\n"
+                   + "Accepted connection from 10.0.0.1, port 40002\n" + report.format(0, 1))
+    watch = IperfWatch(log)
+    watch.poll(30.0)
+    assert watch.ends == [3.0, 1.0] and watch.starts == [27.0, 29.0]
+    # The server's log is written anew, shorter: one test, its first report at 40 s.
+    log.write_text("Accepted connection from 10.0.0.1, port 40004\n" + report.format(0, 1))
+    watch.poll(40.0)
+    assert watch.ends == [1.0] and watch.starts == [pytest.approx(39.0)]
+    # and it goes on from there as any log
+    with log.open("a") as fh:
+        fh.write(report.format(1, 2))
+    watch.poll(41.0)
+    assert watch.ends == [2.0] and watch.starts == [pytest.approx(39.0)]
+
+
 def test_link_samples_are_written_as_they_come_and_read_back_as_one_table(tmp_path):
     # Rows appended second by second read back as the table a DataFrame of all of them
     # would have written, and each second is on disk as soon as it was appended (a

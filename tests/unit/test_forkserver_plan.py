@@ -36,7 +36,8 @@ def test_preload_covers_every_builtin_protocol_once() -> None:
     assert "agents.run" in modules and "mcclab.traffic.udp_onoff" in modules
     assert len(modules) == len(set(modules))
     assert preload([]) == []
-    assert set(FORKABLE) == {"agents.run", "agents.host", "mcclab.traffic.udp_onoff"}
+    assert set(FORKABLE) == {"agents.run", "agents.host", "mcclab.traffic.udp_onoff",
+                             "mcclab.traffic.onoff_host"}
     hosts = preload(["agents.host"])  # an agent host runs any protocol, as agents.run does
     assert hosts[0] == "agents.host" and every <= set(hosts)
 

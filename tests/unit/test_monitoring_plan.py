@@ -46,7 +46,7 @@ def test_the_exporter_reads_the_files_it_is_planned_with():
 
 def test_the_run_s_prometheus_keeps_its_database_on_disk_not_in_run():
     tsdb = storage.tsdb_path(storage.DEFAULT_ROOT, "default-r1")
-    p = plan.prometheus_plan(WORK, LOGS, tsdb, TARGETS, "127.0.0.1:9090")
+    p = plan.prometheus_plan(WORK, LOGS, tsdb, "127.0.0.1:9090")
     argv = p.cmd.argv
     assert argv[0] == prom.PROMETHEUS_BIN and p.cmd.netns is None
     assert _flag(argv, "storage.tsdb.path") == "/var/lib/mcclab/labs/default-r1/prometheus"
@@ -56,20 +56,27 @@ def test_the_run_s_prometheus_keeps_its_database_on_disk_not_in_run():
     assert _flag(argv, "storage.tsdb.min-block-duration") == prom.RUN_BLOCK
     assert p.url == "http://127.0.0.1:9090" and p.what == "monitoring prometheus"
     assert p.log == LOGS / "monitoring-prometheus.log"
-    assert plan.prometheus_plan(WORK, LOGS, tsdb, TARGETS, "127.0.0.1:1",
+    assert plan.prometheus_plan(WORK, LOGS, tsdb, "127.0.0.1:1",
                                 binary="/b/prometheus").cmd.argv[0] == "/b/prometheus"
 
 
-def test_the_run_s_prometheus_scrapes_exactly_the_planned_targets():
-    p = plan.prometheus_plan(WORK, LOGS, Path("/d"), TARGETS, "127.0.0.1:9090")
+def test_the_run_s_prometheus_starts_with_no_target_and_reads_them_from_one_file():
+    p = plan.prometheus_plan(WORK, LOGS, Path("/d"), "127.0.0.1:9090")
     config = yaml.safe_load(p.files[WORK / "prometheus.yml"])
-    assert config == prom.scrape_config(targets=TARGETS)
     (job,) = config["scrape_configs"]
-    assert [g["targets"] for g in job["static_configs"]] == [["172.30.0.1:9463"],
-                                                              ["172.30.0.5:9464"]]
-    assert json.loads(p.files[WORK / "targets.json"]) == prom.targets_document(TARGETS)
+    # file_sd on the one file, so the targets can follow once the launch plan is known
+    assert "static_configs" not in job
+    assert job["file_sd_configs"] == [{"files": [str(WORK / "targets.json")],
+                                       "refresh_interval": "5s"}]
+    assert config == prom.scrape_config(targets_glob=str(WORK / "targets.json"))
+    assert json.loads(p.files[WORK / "targets.json"]) == []
     # The results keep both, under these names (logs/monitoring/prometheus.yml, targets.json).
     assert p.keep == {"prometheus": WORK / "prometheus.yml", "targets": WORK / "targets.json"}
+    later = plan.run_targets(WORK, TARGETS)
+    assert later.path == WORK / "targets.json"
+    assert [g["targets"] for g in json.loads(later.text)] == [["172.30.0.1:9463"],
+                                                               ["172.30.0.5:9464"]]
+    assert json.loads(later.text) == prom.targets_document(TARGETS)
 
 
 def test_with_the_machine_s_service_the_run_only_drops_one_target_file():

@@ -212,7 +212,8 @@ def test_announcement_says_what_there_is():
 
 
 def test_stop_without_prometheus_never_raises(tmp_path):
-    m = Monitoring(run="r", prometheus_url="http://127.0.0.1:9", started=0.0)
+    m = Monitoring(run="r", prometheus_url="http://127.0.0.1:9", url="http://127.0.0.1:9/graph",
+                   started=0.0)
     m.stop(tmp_path)  # nothing answers: the failure is noted, not raised
     record = json.loads((tmp_path / "logs" / "monitoring.json").read_text())
     assert any("export" in n for n in record["notes"])

@@ -4,16 +4,14 @@ what a bad database folder stops, and what the end of a run removes and keeps.""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from monitoring_support import never_alive, private_machine
 
-from mcclab import state as st
-from mcclab.monitoring import export, grafana, lifecycle, session, storage
-from mcclab.monitoring import prometheus as prom
+from mcclab.monitoring import export, lifecycle, session, storage
 from mcclab.state import LabState, TrackedProcess
 
 
@@ -39,20 +37,12 @@ class FakeLab:
 def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     """A private lab record root and TSDB root, no Prometheus service, no Grafana, and a
     fake spawn that records every command instead of running it."""
-    monkeypatch.setattr(st, "STATE_ROOT", tmp_path / "run-mcclab")
-    root = tmp_path / "disk"
-    root.mkdir()
-    monkeypatch.setenv(storage.ROOT_ENV, str(root))
-    monkeypatch.setattr(prom, "find_service", lambda: None)
-    monkeypatch.setattr(grafana, "grafana_base", lambda: None)
+    root = private_machine(tmp_path, monkeypatch, tmp_path / "run-mcclab")
     spawned: list = []
 
     def fake_spawn(state: LabState, command, log: Path, what: str) -> TrackedProcess:
         spawned.append(command)
-        # Never alive (start time -1), so stop() signals nothing real.
-        proc = TrackedProcess(os.getpid(), -1, what)
-        state.processes.append(proc)
-        return proc
+        return never_alive(state, what)
 
     monkeypatch.setattr(lifecycle, "spawn", fake_spawn)
     monkeypatch.setattr(lifecycle, "wait_ready", lambda *a, **k: None)
@@ -87,7 +77,7 @@ def test_the_database_is_recorded_and_made_then_the_processes_start(machine):
     assert mon.tsdb == folder / "prometheus" and mon.tsdb.is_dir()
     on_disk = json.loads((machine.lab.state.path / "state.json").read_text())
     assert on_disk["dirs"] == [str(folder)]
-    exporter, prometheus = machine.spawned
+    prometheus, exporter = machine.spawned  # Prometheus first: it can start earlier
     assert exporter.argv[1:3] == ("-m", "mcclab.monitoring.exporter")
     assert f"--storage.tsdb.path={folder / 'prometheus'}" in prometheus.argv
     work = machine.lab.state.path / "monitoring"

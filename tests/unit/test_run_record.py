@@ -293,13 +293,20 @@ def test_run_json_times_every_phase_the_run_went_through(tmp_path):
     assert 0 <= steps["creating nodes"] <= phases["bring-up"]
 
 
-def test_run_json_times_the_runners_own_bring_up_steps(tmp_path):
+def test_run_json_times_the_runners_own_bring_up_steps(tmp_path, monkeypatch):
     # after the lab is up, the runner's steps (record, plan, setup commands, fork
     # server) are timed too: a signal during the setup commands leaves the steps
     # before it, in order, and not the setup itself
+    from monitoring_support import private_machine
+
     from mcclab.model.addressing import plan_addresses
 
+    # monitoring begins before the setup commands: not on this machine's own roots
+    private_machine(tmp_path, monkeypatch, tmp_path / "state")
+
     class SetupRunner:
+        remote: dict = {}  # no namespace routed elsewhere, as in a lab
+
         def run_all(self, commands):  # noqa: ANN001, ANN202
             os.kill(os.getpid(), signal.SIGTERM)
 

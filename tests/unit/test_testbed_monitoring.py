@@ -6,23 +6,21 @@ session's seam, and the exporter reading a router in place."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
+from monitoring_support import never_alive, private_machine
 
-from mcclab import state as st
 from mcclab.lab import LabOptions
 from mcclab.model.addressing import plan_addresses
 from mcclab.model.loader import load_topology
 from mcclab.monitoring import exporter as exp_mod
-from mcclab.monitoring import grafana, lifecycle, session, storage
+from mcclab.monitoring import lifecycle, session
 from mcclab.monitoring import prometheus as prom
 from mcclab.monitoring.exporter import ExporterConfig, IperfSource, LabCollector, registry_for
-from mcclab.state import TrackedProcess
 from mcclab.testbed import monitoring as tm
 from mcclab.testbed.inventory import Host, Inventory
 from mcclab.testbed.lab import TestbedLab
@@ -246,12 +244,7 @@ def test_an_in_place_exporter_reads_its_router_here(tmp_path, monkeypatch):
 @pytest.fixture
 def testbed(tmp_path, monkeypatch):
     """A TestbedLab whose ssh, spawns and readiness waits are recorded, not run."""
-    monkeypatch.setattr(st, "STATE_ROOT", tmp_path / "state")
-    root = tmp_path / "disk"
-    root.mkdir()
-    monkeypatch.setenv(storage.ROOT_ENV, str(root))
-    monkeypatch.setattr(prom, "find_service", lambda: None)
-    monkeypatch.setattr(grafana, "grafana_base", lambda: None)
+    private_machine(tmp_path, monkeypatch, tmp_path / "state")
     run_dir = tmp_path / "results" / "default" / "r1"
     lab = TestbedLab(TOPO, LabOptions(lab_id="default-r1"), _inventory(), run_dir,
                      control_dir=tmp_path / "cm")
@@ -272,9 +265,7 @@ def testbed(tmp_path, monkeypatch):
     def fake_spawn(state, command, log_path, what, runner=None):  # noqa: ANN001, ANN202
         argv = runner.argv(command, spawn=True) if runner else list(command.argv)
         log.append(("spawn", what, argv))
-        proc = TrackedProcess(os.getpid(), -1, what)
-        state.processes.append(proc)
-        return proc
+        return never_alive(state, what)
 
     monkeypatch.setattr(tm, "spawn", fake_spawn)
     monkeypatch.setattr(lifecycle, "spawn", fake_spawn)
@@ -283,7 +274,9 @@ def testbed(tmp_path, monkeypatch):
                         lambda check, procs, what, log_path: waits.append(what))
     monkeypatch.setattr(lifecycle, "first_scrape", lambda *a, **k: True)
     ports = iter(range(41000, 41100))
-    monkeypatch.setattr(prom, "free_port", lambda host, preferred: next(ports))
+    # Prometheus keeps its own port: the forwards' and exporters' are what is checked here.
+    monkeypatch.setattr(prom, "free_port", lambda host, preferred: preferred
+                        if preferred == prom.DEFAULT_PORT else next(ports))
     return SimpleNamespace(lab=lab, log=log, waits=waits, run_dir=run_dir)
 
 
@@ -311,14 +304,14 @@ def test_a_testbed_run_starts_exporters_on_the_routers_and_scrapes_through_forwa
         ("rl", "exporter-rl.json"), ("rl", "topology.yaml"),
         ("rr", "exporter-rr.json"), ("rr", "topology.yaml")}
     spawns = [e for e in log if e[0] == "spawn"]
-    assert [e[1] for e in spawns] == ["monitoring exporter rl", "monitoring exporter rr",
-                                      "monitoring exporter", "monitoring prometheus"]
+    assert [e[1] for e in spawns] == ["monitoring prometheus", "monitoring exporter rl",
+                                      "monitoring exporter rr", "monitoring exporter"]
     # the routers' exporters go to their hosts over ssh, each with a pid file
-    assert spawns[0][2][-1].endswith("mcclab.monitoring.exporter --config "
+    assert spawns[1][2][-1].endswith("mcclab.monitoring.exporter --config "
                                      "/tmp/mcclab-ssh/default-r1/monitoring/exporter-rl.json")
-    assert HOSTS["rl"].target() in spawns[0][2] and "setsid -w" in spawns[0][2][-1]
+    assert HOSTS["rl"].target() in spawns[1][2] and "setsid -w" in spawns[1][2][-1]
     # every file is on its host before its exporter starts, every forward before the waits
-    assert log.index(puts[-1]) < log.index(spawns[1])
+    assert log.index(puts[-1]) < log.index(spawns[2])
     opened = [e for e in log if e[0] == "ssh -O"]
     assert [(e[1], e[2], e[3]) for e in opened] == [
         ("forward", "127.0.0.1:41001:127.0.0.1:9464", HOSTS["s1"].target()),
@@ -333,7 +326,9 @@ def test_a_testbed_run_starts_exporters_on_the_routers_and_scrapes_through_forwa
     assert (config.listen, config.port, config.routers) == ("127.0.0.1", 41000, [])
     assert [s.flow for s in config.iperf] == ["tcp"]
     scraped = yaml.safe_load((work / "prometheus.yml").read_text())
-    groups = scraped["scrape_configs"][0]["static_configs"]
+    assert scraped["scrape_configs"][0]["file_sd_configs"][0]["files"] == [
+        str(work / "targets.json")]
+    groups = json.loads((work / "targets.json").read_text())
     assert [(g["targets"][0], g["labels"]["node"], g["labels"]["component"])
             for g in groups] == [
         ("127.0.0.1:41000", "root", "exporter"), ("127.0.0.1:41001", "s1", "agent"),
@@ -359,7 +354,7 @@ def test_a_testbed_run_starts_exporters_on_the_routers_and_scrapes_through_forwa
     assert cleaned == ["rl", "rr"]
 
 
-def test_a_refused_plan_starts_nothing_and_is_noted(testbed):
+def test_a_refused_plan_starts_nothing_on_the_hosts_and_is_noted(testbed):
     launches = _launches(testbed.run_dir)
     # an agent whose endpoint is not its node's control address
     launches.launches[1].argv = ("python", "-m", "agents.run", "--metrics", "10.9.9.9:9464")
@@ -369,7 +364,10 @@ def test_a_refused_plan_starts_nothing_and_is_noted(testbed):
     assert mon.prometheus_url is None
     assert mon.notes == ["MonitoringRefused: agent endpoint 10.9.9.9:9464 is not on d1's "
                          f"control address {_ctl('d1')}"]
-    assert [e for e in testbed.log if e[0] in ("spawn", "put", "ssh -O")] == []
+    # only the run's Prometheus here, begun with the bring-up and stopped with the refusal
+    assert [e[1] for e in testbed.log if e[0] in ("spawn", "put", "ssh -O")] == [
+        "monitoring prometheus"]
+    assert mon.processes == []
 
 
 def test_a_lab_without_hosts_keeps_its_gateway_and_routers(testbed, monkeypatch):

@@ -48,9 +48,9 @@ def test_captures_are_refused_naming_each_capture_and_its_host():
 
 
 def test_window_ceilings_run_on_hosts_and_are_not_refused():
-    # The locked route runs on the sender's host and the primer is split by host
-    # (mcclab.testbed.windows): ORMCC's model (20 packets on Fig. 4's eight TCP flows)
-    # and a flow's own ceiling both run.
+    # The locked route runs on the sender's host and the primer is planned per host
+    # (mcclab.experiment.launch.host_windows): ORMCC's model (20 packets on Fig. 4's
+    # eight TCP flows) and a flow's own ceiling both run.
     assert _problems("ormcc-fig4") == []
     assert _problems("default", "tcp.model=ormcc") == []
     assert _problems("default", "tcp=null", "flows.tcp.max_window=20pkt") == []
