@@ -52,6 +52,15 @@ SPIN_ENV = "MCCLAB_LINKEMU_SPIN_US"
 # overrides the choice for every node.
 DEFAULT_SPIN_US = 100
 SPIN_MAX_RATE = 10e6
+# Spinning is bounded per second and per lab: the lab's spinning emulators share
+# LAB_SPIN_BUDGET_MS of busy-waiting a second, at most EMULATOR_SPIN_BUDGET_MS each
+# (linkemu's --spin-budget-ms). One bound per emulator alone grew with the routers:
+# the full ORMCC Table II tree has 21 routers whose links are all slow, and 21
+# emulators spinning up to 100 ms each could take a whole core at real-time
+# priority. 200 ms is what the 64-leaf star's two spinning emulators had when its
+# agents kept up (docs/agents.md), so that lab keeps its 100 ms each.
+EMULATOR_SPIN_BUDGET_MS = 100
+LAB_SPIN_BUDGET_MS = 200
 RT_ENV = "MCCLAB_LINKEMU_RT_PRIORITY"
 # The emulators run SCHED_FIFO: at normal priority, whenever agents, routers
 # or anything else on the machine wanted both cores, verdicts went out up to
@@ -169,6 +178,14 @@ def spin_for(placed: list[tuple[Direction, Placement]]) -> int:
     return DEFAULT_SPIN_US if slow else 0
 
 
+def spin_budget_ms(spinning: int) -> int:
+    """Each spinning emulator's --spin-budget-ms when ``spinning`` of the lab's spin: an
+    equal share of LAB_SPIN_BUDGET_MS, at most EMULATOR_SPIN_BUDGET_MS, at least 1."""
+    if spinning <= 0:
+        return EMULATOR_SPIN_BUDGET_MS
+    return max(1, min(EMULATOR_SPIN_BUDGET_MS, LAB_SPIN_BUDGET_MS // spinning))
+
+
 def _env_int(name: str, default: int | None = None) -> int | None:
     """An integer from the environment, ``default`` when unset or empty."""
     text = os.environ.get(name)
@@ -268,12 +285,14 @@ class UserspaceEmulation(LinkEmulation):
         starting = [wanted[n] for n in sorted(changed) if n in wanted]
         if starting:
             self.dir.mkdir(parents=True, exist_ok=True)
+        spins = {n: self.spin_us if self.spin_us is not None else spin_for(e.placed)
+                 for n, e in wanted.items()}
+        budget = spin_budget_ms(sum(1 for spin in spins.values() if spin))
         for emu in starting:
             emu.config.write_text(emu.text)
             emu.stats.unlink(missing_ok=True)
-            spin = self.spin_us if self.spin_us is not None else spin_for(emu.placed)
-            argv = userspace.emulator_argv(self.binary, emu.config, emu.stats, spin,
-                                           self.rt_priority)
+            argv = userspace.emulator_argv(self.binary, emu.config, emu.stats,
+                                           spins[emu.node], self.rt_priority, budget)
             emu.proc = spawn(self.state, Cmd(tuple(argv), emu.placed[0][1].netns), emu.log,
                              f"linkemu {emu.node}", runner=self.runner)
             self.emulators[emu.node] = emu

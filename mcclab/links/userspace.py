@@ -84,11 +84,14 @@ def rule_cmd(d: Direction, where: Placement, action: str = "-A") -> Cmd:
 
 
 def emulator_argv(binary: Path, config: Path, stats: Path, spin_us: int = 0,
-                  rt_priority: int = 0) -> list[str]:
-    """The emulator's command line (``rt_priority`` 0: normal scheduling)."""
+                  rt_priority: int = 0, spin_budget_ms: int | None = None) -> list[str]:
+    """The emulator's command line (``rt_priority`` 0: normal scheduling;
+    ``spin_budget_ms`` None: linkemu's own default, asked for only with ``spin_us``)."""
     argv = [str(binary), "--config", str(config), "--stats", str(stats)]
     if spin_us:
         argv += ["--spin-us", str(spin_us)]
+        if spin_budget_ms is not None:
+            argv += ["--spin-budget-ms", str(spin_budget_ms)]
     if rt_priority:
         argv += ["--rt-priority", str(rt_priority)]
     return argv

@@ -163,10 +163,12 @@ class FakeSpawn:
 
     def __init__(self):
         self.started: list[str] = []
+        self.argvs: dict[str, tuple[str, ...]] = {}
         self.children: list[subprocess.Popen] = []
 
     def __call__(self, state, command, log, what, runner=None):  # noqa: ANN001, ANN204
         self.started.append(what)
+        self.argvs[what] = tuple(command.argv)
         child = subprocess.Popen(["sleep", "30"])
         self.children.append(child)
         return TrackedProcess(child.pid, proc_start_time(child.pid) or -1, what)
@@ -227,6 +229,51 @@ def test_emulators_spin_only_where_every_link_is_slow():
     argv = userspace.emulator_argv(BINARY, Path("c.conf"), Path("s.json"), 100)
     assert argv[-2:] == ["--spin-us", "100"]
     assert "--spin-us" not in userspace.emulator_argv(BINARY, Path("c"), Path("s"), 0)
+
+
+def test_the_labs_spinning_emulators_share_one_spin_budget():
+    """Each emulator's --spin-budget-ms is its share of the lab's: 21 routers of slow
+    links (ORMCC's Table II tree) must not spin 21 times as long as one."""
+    from mcclab.links.emulation import (
+        EMULATOR_SPIN_BUDGET_MS,
+        LAB_SPIN_BUDGET_MS,
+        spin_budget_ms,
+    )
+
+    assert spin_budget_ms(1) == spin_budget_ms(2) == EMULATOR_SPIN_BUDGET_MS == 100
+    assert spin_budget_ms(3) == LAB_SPIN_BUDGET_MS // 3 == 66
+    assert spin_budget_ms(21) == 9
+    assert spin_budget_ms(1000) == 1  # linkemu reads 0 as no bound at all
+    assert 21 * spin_budget_ms(21) <= LAB_SPIN_BUDGET_MS
+    argv = userspace.emulator_argv(BINARY, Path("c"), Path("s"), 100, 0, 9)
+    assert argv[-4:] == ["--spin-us", "100", "--spin-budget-ms", "9"]
+    assert "--spin-budget-ms" not in userspace.emulator_argv(BINARY, Path("c"), Path("s"), 0,
+                                                             0, 9)
+
+
+def test_a_lab_starts_its_emulators_with_their_share_of_the_spin_budget(tmp_path, monkeypatch):
+    from mcclab.links import emulation
+
+    fake = FakeSpawn()
+    monkeypatch.setattr(emulation, "spawn", fake)
+    monkeypatch.setattr(UserspaceEmulation, "_wait_ready", lambda self, emu: None)
+    monkeypatch.setattr(emulation, "kill_group", lambda proc: None)
+    monkeypatch.setattr(emulation, "LAB_SPIN_BUDGET_MS", 50)
+    monkeypatch.delenv(emulation.SPIN_ENV, raising=False)
+    t = path_topo(middle="host", rate="10Mbit", delay="5ms")  # two emulators, both slow
+    state = LabState(lab_id="unit")
+    monkeypatch.setattr(LabState, "path", property(lambda self: tmp_path))
+    monkeypatch.setattr(LabState, "save", lambda self: None)
+    emu = UserspaceEmulation(t, plan_addresses(t), state, Runner(dry_run=True), binary=BINARY)
+    try:
+        emu.start(lambda *a: None)
+        for what in ("linkemu d", "linkemu r"):
+            argv = list(fake.argvs[what])
+            assert argv[argv.index("--spin-budget-ms") + 1] == "25", argv
+    finally:
+        for child in fake.children:
+            child.kill()
+            child.wait()
 
 
 def test_emulator_argv_asks_for_realtime_only_when_given_a_priority():
