@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO))
 import agents.host  # noqa: E402 - imported before forking: each child starts warm
 import agents.run  # noqa: E402
 from agents.runtime.registry import get  # noqa: E402
+from bench.common import parse_bench_args, require_root  # noqa: E402
 from mcclab.net.setns import enter_netns  # noqa: E402
 
 PREFIX = "mcb-"
@@ -285,16 +286,12 @@ def measure(mode: str, count: int, folder: Path, session: Path, window: float, r
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--counts", type=int, nargs="+", default=[1, 8, 32, 64, 128])
-    parser.add_argument("--window", type=float, default=10.0, help="measured seconds per row")
-    parser.add_argument("--rate", type=float, default=50.0, help="packets/s per receiver")
-    parser.add_argument("--no-scrape", action="store_true", help="no /metrics scrapes")
-    parser.add_argument("--keep", type=Path, default=None,
-                        help="keep the logs in this folder (default: a temporary one)")
-    args = parser.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench/agents.py needs root (network namespaces)", file=sys.stderr)
+    def own(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--rate", type=float, default=50.0, help="packets/s per receiver")
+        parser.add_argument("--no-scrape", action="store_true", help="no /metrics scrapes")
+
+    args = parse_bench_args(__doc__, [1, 8, 32, 64, 128], argv, own)
+    if not require_root("bench/agents.py", "network namespaces"):
         return 2
     get("cbr")  # the registry imports the protocols now, before any fork
     rows: list[Row] = []

@@ -28,7 +28,6 @@ root; about a minute for the default counts.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib.util
 import json
@@ -43,6 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import parse_bench_args, require_root  # noqa: E402
 from mcclab.experiment.launch import (  # noqa: E402
     ONOFF_HOST,
     LaunchPlan,
@@ -183,15 +183,9 @@ def run_mode(mode: str, count: int, folder: Path, window: float, seed: int) -> R
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--counts", type=int, nargs="+", default=[8, 84])
-    parser.add_argument("--window", type=float, default=10.0, help="measured seconds per row")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--keep", type=Path, default=None,
-                        help="keep the logs in this folder (default: a temporary one)")
-    args = parser.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench/onoff.py needs root (a network namespace)", file=sys.stderr)
+    args = parse_bench_args(__doc__, [8, 84], argv,
+                            lambda parser: parser.add_argument("--seed", type=int, default=1))
+    if not require_root("bench/onoff.py", "a network namespace"):
         return 2
     print(f"machine: {os.cpu_count()} cores, {os.uname().release}; {RATE / 1e3:g} kbit/s, "
           f"{SIZE} B, on/off mean 1 s; window {args.window:g} s; load "

@@ -50,6 +50,51 @@ WINDOWS_LOG = "tcp-windows.log"  # in logs/: what each sender's host's cache hel
 
 
 @dataclass(frozen=True)
+class AgentEntry:
+    """What an agent's command line says beyond its role, node and log: the session file
+    and, for an agent in a process of its own, its metrics endpoint."""
+
+    session: str
+    metrics: str | None = None  # ADDR:PORT; None: served by its agent host
+
+    def argv(self, python: str, role: str, node: str, log: str) -> tuple[str, ...]:
+        """The ``agents.run`` command line of this agent."""
+        argv = (python, "-m", "agents.run", role, "--session", self.session, "--node", node,
+                "--log", log)
+        return argv if self.metrics is None else (*argv, "--metrics", self.metrics)
+
+
+@dataclass(frozen=True)
+class SinkEntry:
+    """An on/off UDP sink: where it listens."""
+
+    bind: str
+    port: int
+
+    def argv(self, python: str, log: str) -> tuple[str, ...]:
+        """The ``udp_onoff recv`` command line of this sink."""
+        return (python, "-m", "mcclab.traffic.udp_onoff", "recv", "--bind", self.bind,
+                "--port", str(self.port), "--log", log)
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """An on/off UDP source: where it sends, how fast, how large, on which schedule."""
+
+    dest: str
+    port: int
+    rate_bps: float  # whole bits per second, as the command line carries it
+    size: int
+    schedule: str  # the schedule file (``sessions/<flow>.onoff.json``)
+
+    def argv(self, python: str, log: str) -> tuple[str, ...]:
+        """The ``udp_onoff send`` command line of this source."""
+        return (python, "-m", "mcclab.traffic.udp_onoff", "send", "--dest", self.dest,
+                "--port", str(self.port), "--rate", f"{self.rate_bps:.0f}", "--size",
+                str(self.size), "--schedule", self.schedule, "--log", log)
+
+
+@dataclass(frozen=True)
 class Launch:
     """One process of the experiment timeline."""
 
@@ -62,6 +107,9 @@ class Launch:
     log: str  # absolute path of the process's output
     peer: str | None = None  # the receiving node, for client logs measured at the server
     host: str | None = None  # the agent host that runs this agent (None: its own process)
+    # What the argv says, as data, for a host that runs the launch in its own process
+    # (agent hosts, the on/off host); None for iperf3 and hosts.
+    entry: AgentEntry | SinkEntry | SourceEntry | None = None
 
 
 @dataclass
@@ -110,11 +158,14 @@ def on_off_periods(flow: OnOffFlow, seed: int, end: float) -> list[tuple[float, 
 
 
 def _iperf_client(flow: Any, address: str, port: int, seconds: float, carrier: str,
-                  cc: str = "reno") -> tuple:
-    """iperf3 client argv; congestion control (the flow's TCP model's) is set per socket (-C)."""
+                  cc: str | None = None) -> tuple:
+    """iperf3 client argv; a TCP client's congestion control (its TCP model's ``cc``, which
+    it must be given) is set per socket (-C); a UDP client has none."""
     argv = ["iperf3", "-c", address, "-p", str(port), "-t", f"{max(seconds, 1):.0f}",
             "-i", "1", "-f", "k", "--forceflush"]
     if carrier == "tcp":
+        if cc is None:
+            raise ValueError(f"flow {flow.name!r}: a TCP client needs its congestion control")
         argv += ["-C", cc]
         if getattr(flow, "mss", None):
             argv += ["-M", str(flow.mss)]
@@ -131,21 +182,18 @@ def _udp_onoff(out: LaunchPlan, flow: OnOffFlow, periods: list[tuple[float, floa
     out.files[schedule] = json.dumps(
         {"origin_s": origin, "periods": [[round(a - origin, 6), round(b - origin, 6)]
                                          for a, b in periods]})
-    tool = (python, "-m", "mcclab.traffic.udp_onoff")
     sink_log = str(run_dir / "logs" / f"{flow.name}-sink-{flow.receiver}.jsonl")
-    out.launches.append(Launch(flow.name, "sink", flow.receiver,
-                               (*tool, "recv", "--bind", address, "--port", str(port),
-                                "--log", sink_log), 0.0, None, sink_log))
+    sink = SinkEntry(address, port)
+    out.launches.append(Launch(flow.name, "sink", flow.receiver, sink.argv(python, sink_log),
+                               0.0, None, sink_log, entry=sink))
     if not periods:
         return
     assert flow.rate is not None  # the spec requires it for carrier udp
     source_log = str(run_dir / "logs" / f"{flow.name}-source-{flow.sender}.jsonl")
+    source = SourceEntry(address, port, float(round(flow.rate)), flow.packet_size, schedule)
     out.launches.append(Launch(flow.name, "source", flow.sender,
-                               (*tool, "send", "--dest", address, "--port", str(port),
-                                "--rate", f"{flow.rate:.0f}", "--size",
-                                str(flow.packet_size), "--schedule", schedule,
-                                "--log", source_log), origin, None, source_log,
-                               peer=flow.receiver))
+                               source.argv(python, source_log), origin, None, source_log,
+                               peer=flow.receiver, entry=source))
 
 
 ONOFF_HOST = "onoff-host"
@@ -168,15 +216,16 @@ def onoff_host(out: LaunchPlan, run_dir: Path, python: str) -> None:
     entries: dict[str, list[dict[str, Any]]] = {"sink": [], "source": []}
     for i in index:
         launch = out.launches[i]
-        argv = launch.argv
+        end = launch.entry
+        assert isinstance(end, SinkEntry | SourceEntry)  # every sink and source has one
         entry: dict[str, Any] = {"flow": launch.flow, "node": launch.node,
                                  "netns": str(NETNS_DIR / netns_name(launch.node)),
-                                 "port": int(_arg(argv, "--port")), "log": _arg(argv, "--log")}
-        if launch.role == "sink":
-            entry["bind"] = _arg(argv, "--bind")
+                                 "port": end.port, "log": launch.log}
+        if isinstance(end, SinkEntry):
+            entry["bind"] = end.bind
         else:
-            entry.update(dest=_arg(argv, "--dest"), rate_bps=float(_arg(argv, "--rate")),
-                         size=int(_arg(argv, "--size")), schedule=_arg(argv, "--schedule"))
+            entry.update(dest=end.dest, rate_bps=end.rate_bps, size=end.size,
+                         schedule=end.schedule)
         entries[launch.role].append(entry)
         out.launches[i] = replace(launch, host=ONOFF_HOST)
     plan_file = str(run_dir / "sessions" / f"{ONOFF_HOST}.json")
@@ -311,9 +360,10 @@ def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
                   for r in flow.receivers],
             ]:
                 log = str(run_dir / "logs" / f"{flow.name}-{role}-{node}.jsonl")
-                argv = (python, "-m", "agents.run", role, "--session", session_file,
-                        "--node", node, "--log", log, "--metrics", metrics_addr(node))
-                out.launches.append(Launch(flow.name, role, node, argv, start, flow.stop, log))
+                agent = AgentEntry(session_file, metrics_addr(node))
+                out.launches.append(Launch(flow.name, role, node,
+                                           agent.argv(python, role, node, log), start,
+                                           flow.stop, log, entry=agent))
             continue
         assert isinstance(flow, TcpFlow | UdpFlow | OnOffFlow)
         port = IPERF_BASE_PORT + index
@@ -336,8 +386,10 @@ def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
             # A client that runs to the end of the experiment outlasts it and is
             # stopped by the runner, so its last whole second is still reported.
             seconds = b - a if b < exp.duration else b - a + 3
-            argv = _iperf_client(flow, address, port, seconds, carrier,
-                                 tcp_model(exp, flow).cc)
+            # Only a TCP flow has a TCP model: a UDP flow has no cc (and, in a spec
+            # without `tcp:`, no model to fall back on).
+            cc = tcp_model(exp, flow).cc if carrier == "tcp" else None
+            argv = _iperf_client(flow, address, port, seconds, carrier, cc)
             out.launches.append(Launch(flow.name, "client", flow.sender, argv, a, None, log,
                                        peer=flow.receiver))
     if exp.agents.mode == "host":
@@ -395,13 +447,16 @@ def host_agents(out: LaunchPlan, plan: AddressPlan, run_dir: Path, python: str,
         entries = []
         for m in members:
             launch = agents[m]
+            assert isinstance(launch.entry, AgentEntry)  # every agent launch has one
             entries.append({
                 "role": launch.role, "node": launch.node,
                 "netns": str(NETNS_DIR / netns_name(launch.node)),
-                "session": _arg(launch.argv, "--session"), "log": launch.log,
+                "session": launch.entry.session, "log": launch.log,
                 "start": launch.start, "stop": launch.stop})
-            out.launches[index[m]] = replace(launch, argv=_without(launch.argv, "--metrics"),
-                                              host=name)
+            hosted = replace(launch.entry, metrics=None)  # the host's endpoint serves it
+            out.launches[index[m]] = replace(
+                launch, argv=hosted.argv(python, launch.role, launch.node, launch.log),
+                host=name, entry=hosted)
         plan_file = str(run_dir / "sessions" / f"{name}.json")
         metrics = f"{plan.control[home].ip}:{HOST_METRICS_BASE_PORT + number}"
         out.files[plan_file] = json.dumps({"name": name, "agents": entries}, indent=1)
@@ -412,16 +467,3 @@ def host_agents(out: LaunchPlan, plan: AddressPlan, run_dir: Path, python: str,
         hosts[name] = [{"flow": agents[m].flow, "role": agents[m].role, "node": agents[m].node}
                        for m in members]
     out.agents = {"mode": "host", "hosts": hosts}
-
-
-def _arg(argv: tuple[str, ...], flag: str) -> str:
-    """The value after ``flag`` in an argv."""
-    return argv[argv.index(flag) + 1]
-
-
-def _without(argv: tuple[str, ...], flag: str) -> tuple[str, ...]:
-    """``argv`` without ``flag`` and its value."""
-    if flag not in argv:
-        return argv
-    i = argv.index(flag)
-    return argv[:i] + argv[i + 2:]

@@ -532,11 +532,13 @@ def _execute(res: Resolved, options: RunOptions, stop: Stopper) -> Path:
     _record(res, st)
     lab_opts = lab_options(exp, run_dir, options)
     # Monitoring begins with the bring-up's first progress report once the lab's
-    # record exists, so Prometheus's start overlaps the rest of the bring-up.
+    # record exists, so Prometheus's start overlaps the rest of the bring-up: made
+    # before the lab, whose progress reaches it, and handed the lab once made.
+    monitoring = MonitoringStart(None, run_dir, exp)  # starts nothing yet
     lab_opts.progress = _bring_up_progress(lab_opts.progress, stop, st.steps,
-                                           lambda: monitoring.begin())
+                                           monitoring.begin)
     lab = options.lab(res.topology, lab_opts)
-    monitoring = MonitoringStart(lab, run_dir, exp)  # starts nothing yet
+    monitoring.attach(lab)
     launch_plan: LaunchPlan | None = None
     refused = False
     try:

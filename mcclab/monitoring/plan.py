@@ -58,8 +58,7 @@ class ServicePlan:
     """The run's part in the machine's Prometheus service: one target file."""
 
     url: str
-    targets_file: Path
-    text: str
+    targets: TargetsFile
 
 
 def targets_text(targets: list[prom.Target]) -> str:
@@ -120,5 +119,5 @@ def run_targets(work: Path, targets: list[prom.Target]) -> TargetsFile:
 def service_plan(service: prom.Service, lab_id: str, targets: list[prom.Target]
                  ) -> ServicePlan:
     """The lab's target file in the service's file_sd directory (removed at the run's end)."""
-    return ServicePlan(service.url, prom.targets_path(service.targets_dir, lab_id),
-                       targets_text(targets))
+    return ServicePlan(service.url, TargetsFile(prom.targets_path(service.targets_dir, lab_id),
+                                                targets_text(targets)))

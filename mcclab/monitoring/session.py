@@ -38,6 +38,7 @@ database. Monitoring never fails a run: a part that cannot start is reported in
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import sys
 import time
@@ -176,6 +177,17 @@ def start_monitoring(lab: Lab, run_dir: Path, experiment: Any, launches: LaunchP
     return start.finish()
 
 
+class Step(enum.Enum):
+    """How far a :class:`MonitoringStart` got: each step after the one before it, and
+    FAILED, from any of them, for good."""
+
+    NEW = "new"  # nothing taken yet
+    BEGUN = "begun"  # begin taken (Prometheus may run)
+    EXPORTER = "exporter"  # targets written, exporter started
+    FINISHED = "finished"  # finish taken
+    FAILED = "failed"  # a step failed: what it started was stopped, later steps do nothing
+
+
 class MonitoringStart:
     """A run's monitoring, started in three steps so that its slow part (Prometheus's
     start and the 5-s batch that applies the targets) overlaps the lab's bring-up.
@@ -187,27 +199,46 @@ class MonitoringStart:
        the control gateway's address): it writes the targets and starts the exporter.
     3. :meth:`finish` waits for both to answer and for the first scrape of the exporter.
 
-    Nothing waits before :meth:`finish`. Each step runs once; :meth:`exporter` begins
-    first if :meth:`begin` has not (a lab that reports no progress). A step never
-    raises for monitoring's own parts: the failure goes into ``mon.notes``, what was
-    started is stopped, and the later steps do nothing. A BaseException (the runner's
-    Interrupted) passes; ``mon.stop`` then ends whatever was started.
+    Nothing waits before :meth:`finish`. Each step runs once, in order (``step``);
+    :meth:`exporter` begins first if :meth:`begin` has not (a lab that reports no
+    progress). A step never raises for monitoring's own parts: the failure goes into
+    ``mon.notes``, what was started is stopped, and the later steps do nothing. A
+    BaseException (the runner's Interrupted) passes; ``mon.stop`` then ends whatever
+    was started.
+
+    ``lab`` may follow (:meth:`attach`): the runner makes this object first, so that
+    the lab it then makes can report its progress to :meth:`begin`.
     """
 
-    def __init__(self, lab: Lab, run_dir: Path, experiment: Any) -> None:
-        self.lab = lab
+    def __init__(self, lab: Lab | None, run_dir: Path, experiment: Any) -> None:
+        self.lab: Lab | None = None
         self.experiment = experiment
         self.mon = Monitoring(run=run_dir.name,
                               experiment=str(getattr(experiment, "name", "")),
                               started=time.time(),
-                              duration=float(getattr(experiment, "duration", 0.0)),
-                              state=lab.state)
-        self.begun = False  # the first step was taken: something may have started
-        self._exported = self._finished = self._failed = False
+                              duration=float(getattr(experiment, "duration", 0.0)))
+        self.step = Step.NEW
+        if lab is not None:
+            self.attach(lab)
         self._gateway = LOOPBACK
         self._service: prom.Service | None = None
         # What finish() waits for: each started process's readiness, in order.
         self._waits: list[tuple[Callable[[], bool], TrackedProcess, plans.ProcessPlan]] = []
+
+    def attach(self, lab: Lab) -> None:
+        """Hand over the run's lab (before its bring-up: :meth:`begin` needs its record)."""
+        self.lab = lab
+        self.mon.state = lab.state
+
+    @property
+    def begun(self) -> bool:
+        """The first step was taken: something may have started."""
+        return self.step is not Step.NEW
+
+    def _the_lab(self) -> Lab:
+        if self.lab is None:
+            raise RuntimeError("monitoring was given no lab")
+        return self.lab
 
     def begin(self) -> None:
         """Settle where the series go; start the run's own Prometheus (not waited for).
@@ -216,37 +247,38 @@ class MonitoringStart:
         in it, so that ``mcclab clean`` finds it); :meth:`exporter` then begins.
         """
         state = getattr(self.lab, "state", None)
-        if not self.begun and state is not None and state.path.is_dir():
+        if self.step is Step.NEW and state is not None and state.path.is_dir():
             self._begin_now()
 
     def _begin_now(self) -> None:
-        self.begun = True
+        self.step = Step.BEGUN
         self._guard(self._begin)
 
     def exporter(self, launches: LaunchPlan) -> None:
         """Write the run's targets and start the exporter (not waited for)."""
-        if not self.begun:
+        if self.step is Step.NEW:
             self._begin_now()  # the lab is up: its record exists
-        if self._exported:
-            return
-        self._exported = True
-        if not self._failed:
-            self._guard(lambda: self._exporter(launches))
+        if self.step is not Step.BEGUN:
+            return  # taken already, or a step failed
+        self.step = Step.EXPORTER
+        self._guard(lambda: self._exporter(launches))
 
     def finish(self) -> Monitoring:
         """Wait until everything started answers and the exporter was scraped once."""
-        if not self._finished and not self._failed:
-            self._finished = True
-            self._guard(self._finish)
+        if self.step in (Step.NEW, Step.BEGUN, Step.EXPORTER):
+            exported = self.step is Step.EXPORTER
+            # Taken before the wait: an Interrupted in it leaves nothing to take again.
+            self.step = Step.FINISHED
+            self._guard(lambda: self._finish(exported))
         return self.mon
 
-    def _guard(self, step: Callable[[], None]) -> None:
-        """Run ``step``; on its failure note why and stop what was started."""
+    def _guard(self, part: Callable[[], None]) -> None:
+        """Run ``part`` of a step; on its failure note why and stop what was started."""
         mon = self.mon
         try:
-            step()
+            part()
         except Exception as exc:  # noqa: BLE001 - monitoring must not fail the experiment
-            self._failed = True
+            self.step = Step.FAILED
             mon.notes.append(str(exc) if isinstance(exc, storage.StorageError)
                              else f"{type(exc).__name__}: {exc}")
             for proc in mon.processes:
@@ -255,7 +287,7 @@ class MonitoringStart:
             mon.prometheus_url = mon.url = None
 
     def _begin(self) -> None:
-        lab, mon = self.lab, self.mon
+        lab, mon = self._the_lab(), self.mon
         hosts: RemoteSites | None = getattr(lab, "monitoring_hosts", None)
         # With the nodes on other machines this one has no control-network address: its
         # exporter listens on loopback, where their endpoints are forwarded to.
@@ -282,7 +314,7 @@ class MonitoringStart:
         mon.files.update(own.keep)
 
     def _exporter(self, launches: LaunchPlan) -> None:
-        lab, mon, gateway = self.lab, self.mon, self._gateway
+        lab, mon, gateway = self._the_lab(), self.mon, self._gateway
         state = lab.state
         work = state.path / "monitoring"
         hosts: RemoteSites | None = getattr(lab, "monitoring_hosts", None)
@@ -313,14 +345,14 @@ class MonitoringStart:
             own = plans.run_targets(work, target_list)
             lifecycle.write_atomically(own.path, own.text)
         else:
-            drop = plans.service_plan(self._service, state.lab_id, target_list)
-            mon.targets_file = drop.targets_file
-            lifecycle.write_atomically(drop.targets_file, drop.text)
-            mon.files.update(targets=drop.targets_file)
+            drop = plans.service_plan(self._service, state.lab_id, target_list).targets
+            mon.targets_file = drop.path
+            lifecycle.write_atomically(drop.path, drop.text)
+            mon.files.update(targets=drop.path)
 
-    def _finish(self) -> None:
+    def _finish(self, exported: bool) -> None:
         mon = self.mon
-        if not self._exported or mon.prometheus_url is None:
+        if not exported or mon.prometheus_url is None:
             raise RuntimeError("the run's targets were never written")
         for ready, proc, plan in self._waits:
             lifecycle.wait_ready(ready, [proc], plan.title, plan.log)
@@ -338,5 +370,5 @@ class MonitoringStart:
         else:
             mon.url = grafana.prometheus_url(mon.prometheus_url, mon.run, mon.started - 5,
                                              end)
-        work = self.lab.state.path / "monitoring"
+        work = self._the_lab().state.path / "monitoring"
         (work / STATE_FILE).write_text(json.dumps(mon.record(), indent=1))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mcclab.experiment.launch import on_off_periods, plan_launches
-from mcclab.experiment.loader import resolve
+from mcclab.experiment.loader import EXPERIMENTS, resolve
 from mcclab.experiment.spec import OnOffFlow
 from mcclab.model.addressing import plan_addresses
 from mcclab.net.tcp_window import Prime, parse_primes
@@ -38,6 +38,27 @@ def test_default_experiment_launches():
     # WEBRC at 4 Mbit/s: T = 48 wave channels and the base channel, SSM groups
     assert len(session["channels"]) == 49
     assert session["channels"][0] == {"group": "232.10.1.1", "port": 5500}
+
+
+def test_udp_flows_of_a_spec_without_tcp_plan_udp_clients():
+    """webrc-fig8 has CBR flows and no TCP (no `tcp:`): its UDP clients have no TCP model
+    to ask for a congestion control, and their command lines set none."""
+    res = resolve("webrc-fig8", "paper")
+    assert res.experiment.tcp is None
+    lp = plan_launches(res.experiment, plan_addresses(res.topology), RUN, python="py")
+    clients = [launch for launch in lp.launches if launch.role == "client"]
+    assert {launch.flow for launch in clients} == {"cbr500", "cbr250"}
+    for launch in clients:
+        assert "-u" in launch.argv and "-C" not in launch.argv
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in EXPERIMENTS.glob("*.yaml")))
+def test_every_experiment_plans_its_launches(name):
+    """A spec that loads must also plan: a launch planner that trips over one kind of flow
+    would otherwise fail only when the run starts (webrc-fig8's CBR flows once did)."""
+    res = resolve(name, "quick")
+    lp = plan_launches(res.experiment, plan_addresses(res.topology), RUN, python="py")
+    assert lp.launches
 
 
 def test_on_off_periods_are_seeded_and_inside_the_run():
@@ -212,6 +233,46 @@ def test_an_on_off_udp_flow_is_one_sink_and_one_source_for_the_whole_run():
     assert all(abs(x - y) < 1e-5 for s, p in zip(shifted, periods, strict=True)
                for x, y in zip(s, p, strict=True))
 
+
+
+def test_hosts_plan_from_each_launchs_entry_not_from_its_command_line():
+    """Agents, sinks and sources carry what their argv says as data; the agent hosts' and
+    the on/off host's plans are made from that data, so an argv they cannot read (here one
+    cut to its interpreter) leaves the plans as they were."""
+    from dataclasses import replace
+
+    from mcclab.experiment.launch import (
+        AgentEntry,
+        SinkEntry,
+        SourceEntry,
+        host_agents,
+        onoff_host,
+    )
+
+    res = resolve("ormcc-table2-n6", sets=["agents.mode=host", "agents.hosts=2"])
+    plan = plan_addresses(res.topology)
+    lp = plan_launches(res.experiment, plan, RUN, python="py", cores=2)
+    hosted = [x for x in lp.launches if x.role in ("sender", "receiver", "sink", "source")]
+    assert hosted and all(x.host is not None for x in hosted)
+    for x in hosted:  # each argv is its entry's
+        if isinstance(x.entry, AgentEntry):
+            assert x.entry.metrics is None  # the host's endpoint serves it
+            assert x.argv == x.entry.argv("py", x.role, x.node, x.log)
+        elif isinstance(x.entry, SinkEntry):
+            assert x.role == "sink" and x.argv == x.entry.argv("py", x.log)
+        else:
+            assert isinstance(x.entry, SourceEntry) and x.role == "source"
+            assert x.argv == x.entry.argv("py", x.log)
+    # the process-mode plan with every such argv cut short makes the same hosts' plans
+    process = plan_launches(resolve("ormcc-table2-n6").experiment, plan, RUN, python="py")
+    process.launches = [replace(x, argv=("py",)) if x.entry is not None else x
+                        for x in process.launches]
+    host_agents(process, plan, RUN, "py", 2)
+    onoff_host(process, RUN, "py")
+    assert process.files == lp.files and process.agents == lp.agents
+    # and each agent's argv is whole again, made from its entry
+    assert [x for x in process.launches if isinstance(x.entry, AgentEntry)] == [
+        x for x in lp.launches if isinstance(x.entry, AgentEntry)]
 
 def test_one_primer_process_serves_every_window_ceiling_of_a_run():
     res = resolve("default")

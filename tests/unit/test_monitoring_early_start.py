@@ -177,6 +177,61 @@ def test_each_step_starts_its_part_and_only_the_last_one_waits(faked, monkeypatc
     assert (work / session.STATE_FILE).is_file()
 
 
+
+def test_the_steps_are_taken_in_order_each_once(faked, monkeypatch):
+    monkeypatch.setattr(lifecycle, "first_scrape", lambda *a: True)
+    start = _start(faked)
+    assert start.step is session.Step.NEW and not start.begun
+    start.exporter(LAUNCHES)  # a lab that reported no progress: begins first
+    assert start.step is session.Step.EXPORTER and start.begun
+    assert [e[1] for e in faked.events] == ["monitoring prometheus", "monitoring exporter"]
+    start.begin()
+    start.exporter(LAUNCHES)  # each once
+    assert len(faked.events) == 2 and start.step is session.Step.EXPORTER
+    start.finish()
+    assert start.step is session.Step.FINISHED
+    start.finish()
+    assert [e for e in faked.events if e[0] == "wait"] == [
+        ("wait", "the router and link exporter"), ("wait", "Prometheus")]
+
+
+def test_finish_before_the_targets_is_refused_and_ends_the_steps(faked):
+    start = _start(faked)
+    mon = start.finish()
+    assert mon.notes == ["RuntimeError: the run's targets were never written"]
+    assert mon.url is None and start.step is session.Step.FAILED
+    start.begin()
+    start.exporter(LAUNCHES)
+    start.finish()
+    assert faked.events == [] and len(mon.notes) == 1  # a failed start stays failed
+    # the same after begin alone: the Prometheus it started is stopped
+    start = _start(faked)
+    start.begin()
+    mon = start.finish()
+    assert mon.notes == ["RuntimeError: the run's targets were never written"]
+    assert mon.processes == [] and mon.prometheus_url is None
+    start.exporter(LAUNCHES)
+    assert faked.events == [("spawn", "monitoring prometheus")]
+
+
+def test_a_lab_reporting_progress_while_it_is_made_is_no_trouble(faked, monkeypatch):
+    """The runner's monitoring exists before its lab: a report from the lab's
+    constructor, before the lab's record exists, begins nothing and breaks nothing."""
+    monkeypatch.setattr(lifecycle, "first_scrape", lambda *a: (_ for _ in ()).throw(
+        Interrupted("SIGTERM")))
+    labs: list[StepLab] = []
+
+    def factory(topo, options):  # noqa: ANN001, ANN202
+        options.progress("probing", 0, 1)
+        labs.append(StepLab(topo, options, faked.events))
+        return labs[-1]
+
+    run = execute(resolve(str(SPEC), "quick", []),
+                  RunOptions(results=faked.tmp / "results", lab=factory, fork=False))
+    at = faked.events.index
+    assert at(("spawn", "monitoring prometheus")) < at(("lab", "built"))
+    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"  # at the scrape
+
 def test_a_failing_exporter_stops_the_prometheus_begun_before_it(faked, monkeypatch):
     start = _start(faked)
     start.begin()

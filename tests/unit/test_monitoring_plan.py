@@ -83,5 +83,6 @@ def test_with_the_machine_s_service_the_run_only_drops_one_target_file():
     service = prom.Service("http://127.0.0.1:9090", Path("/var/lib/mcclab/prometheus/targets"))
     drop = plan.service_plan(service, "default-r1", TARGETS)
     assert drop.url == service.url
-    assert drop.targets_file == Path("/var/lib/mcclab/prometheus/targets/default-r1.json")
-    assert json.loads(drop.text) == prom.targets_document(TARGETS)
+    assert drop.targets == plan.TargetsFile(
+        Path("/var/lib/mcclab/prometheus/targets/default-r1.json"), drop.targets.text)
+    assert json.loads(drop.targets.text) == prom.targets_document(TARGETS)
