@@ -43,7 +43,11 @@ MUTANTS = [
      'return False',
      'receiver: no suppression'),
     ('receiver.py',
-     'self.rtt = q * sample + (1 - q) * self.rtt',
+     'self.rtt = q * sample + (1 - q) * self.current_rtt()',
      'self.rtt = sample',
      'receiver: RTT without smoothing'),
+    ('receiver.py',
+     'self.rtt = q * sample + (1 - q) * self.current_rtt()',
+     'self.rtt = q * sample + (1 - q) * self.rtt',
+     'receiver: smooth against the raw older sample'),
 ]

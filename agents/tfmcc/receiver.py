@@ -194,7 +194,12 @@ class TfmccReceiver(ReceiverCore):
             self.rtt = sample
         else:
             q = self.p.rtt_gain_clr if self.is_clr else self.p.rtt_gain
-            self.rtt = q * sample + (1 - q) * self.rtt
+            # Smooth against the estimate as the one-way delay has moved it, not against
+            # the raw older sample: the reference moves to this packet below, so queueing
+            # that sample carried (a non-CLR's only sample is often from slow start's full
+            # queue) would otherwise come back in full, or a drained queue would drive the
+            # estimate to the floor (README, choice 5).
+            self.rtt = q * sample + (1 - q) * self.current_rtt()
         self.owd_at_sample = self.owd
 
     def _feedback_rules(self, now: float, ext: TfmccExt) -> list[Action]:

@@ -160,8 +160,60 @@ def test_rtt_from_the_senders_echo_and_one_way_delay_adjustment():
     # a second sample at a non-CLR receiver: EWMA with gain 0.5
     packet(r, 5, 1.05, owd=0.08, echo=(5, int(1.0e9), 10_000), flags=ECHO_VALID)
     sample = 1.13 - 1.0 - 0.01
-    assert r.rtt == pytest.approx(0.5 * sample + 0.5 * 0.34)
+    # smoothed against the estimate as the one-way delay moved it (0.37), not the raw 0.34
+    assert r.rtt == pytest.approx(0.5 * sample + 0.5 * 0.37)
     assert r.current_rtt() == pytest.approx(r.rtt)
+
+
+# The two tests below follow ORMCC Fig. 6 with TFMCC: 35 ms each way and a full 50-packet
+# queue at 1 Mbit/s (0.38 s) during slow start.
+HALF = 0.035
+FULL_QUEUE = 0.38
+
+
+def _echo(rid: int, arrival: float, rtt: float) -> tuple[int, int, int]:
+    """An echo, held 0 s at the sender, of the report this receiver sent ``rtt`` before
+    ``arrival``: the sample it gives is ``rtt``."""
+    return (rid, int((arrival - rtt) * 1e9), 0)
+
+
+def test_queueing_in_an_old_sample_does_not_come_back_with_the_next_one():
+    r = TfmccReceiver(P, rid=5)
+    # the only sample of slow start crosses the full queue
+    packet(r, 0, 1.0, owd=HALF + FULL_QUEUE, flags=ECHO_VALID,
+           echo=_echo(5, 1.0 + HALF + FULL_QUEUE, 2 * HALF + FULL_QUEUE))
+    assert r.current_rtt() == pytest.approx(2 * HALF + FULL_QUEUE)
+    t = 1.0
+    for seq in range(1, 51):  # the queue drains: the one-way delay takes the estimate down
+        t += 0.01
+        packet(r, seq, t, owd=HALF)
+    assert r.current_rtt() == pytest.approx(2 * HALF, abs=1e-3)
+    # made CLR much later, its next sample crosses the empty queue
+    t += 5.0
+    packet(r, 51, t, owd=HALF, clr=5, flags=CLR_VALID)
+    t += 0.01
+    packet(r, 52, t, owd=HALF, clr=5, flags=CLR_VALID | ECHO_VALID,
+           echo=_echo(5, t + HALF, 2 * HALF))
+    # smoothing against the raw old sample gives 0.95 x 0.45 + 0.05 x 0.07 = 0.43 s
+    assert r.current_rtt() == pytest.approx(2 * HALF, abs=0.005)
+
+
+def test_a_sample_through_a_full_queue_does_not_end_at_the_floor_once_it_drains():
+    r = TfmccReceiver(P, rid=5)
+    t = 1.0
+    for seq in range(40):  # a CLR's many samples over the empty queue
+        t += 0.05
+        packet(r, seq, t, owd=HALF, clr=5, flags=CLR_VALID | ECHO_VALID,
+               echo=_echo(5, t + HALF, 2 * HALF))
+    assert r.current_rtt() == pytest.approx(2 * HALF, abs=1e-3)
+    t += 0.05
+    packet(r, 40, t, owd=HALF + FULL_QUEUE, clr=5, flags=CLR_VALID | ECHO_VALID,
+           echo=_echo(5, t + HALF + FULL_QUEUE, 2 * HALF + FULL_QUEUE))
+    for seq in range(41, 61):  # the queue drains
+        t += 0.01
+        packet(r, seq, t, owd=HALF, clr=5, flags=CLR_VALID)
+    # smoothing against the raw sample leaves 0.089 s less the 0.38 s drained: the 1-ms floor
+    assert r.current_rtt() == pytest.approx(2 * HALF, abs=0.005)
 
 
 def test_clr_uses_the_small_rtt_gain():
