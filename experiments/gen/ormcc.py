@@ -298,6 +298,8 @@ SCHEMES = {
         # Fig. 8: the panels of the text's "(b),(c), (e) and (f)" in its order "PGMCC and
         # TFMCC"; the sender's gauge with the tracked receiver's id (agents/pgmcc/contract.py).
         "fig8": ("Fig. 8(b)/(e)", "acker", "acker_id"),
+        # The sender's log records of a new acker and of one dropped (tracking.settle).
+        "settle": ("pgmcc_acker", ["pgmcc_acker_drop"]),
     },
     "tfmcc": {
         "name": "TFMCC", "panel": "Fig. 4(c)",
@@ -308,6 +310,7 @@ SCHEMES = {
         "table2": ("226.7kbit", 3312.9, ["fb_sent"], "reports sent by all receivers",
                    "Table II: 3312.9"),
         "fig8": ("Fig. 8(c)/(f)", "CLR", "clr_id"),
+        "settle": ("tfmcc_clr", ["tfmcc_clr_timeout"]),
     },
 }
 # Why the feedback counts have no criterion: the paper's are for 64 receivers over a
@@ -504,6 +507,28 @@ TABLE1_SECONDS = 1000
 # Each period is read after its first tenth, as ormcc-table1's CR shares: a switch
 # takes a few RTTs and the new TCP flows their slow start.
 TABLE1_SETTLE = 0.1
+# How soon the sender settles on the new slowest receiver after each of Table I's changes
+# (Fig. 8's caption: ORMCC tracks it "in time"): the labels ormcc-table1 uses too, so
+# `mcclab compare` lines the three schemes up. No number in the paper: no paper value.
+SETTLE_LABELS = {"mean": "mean delay to settle on the new slowest receiver (Table I's changes)",
+                 "max": "longest delay to settle on the new slowest receiver (Table I's changes)"}
+
+
+def settle_refs(event: str, drops: list[str], valid: str | None = None) -> str:
+    """The mean and max of ``tracking.settle_stat`` over Table I's four changes, read from
+    the sender's event log (``event`` a new choice, ``drops`` none), without a paper value."""
+    changes = ", ".join(f"[{lo / TABLE1_SECONDS:g}, {node}]" for node, lo, _ in TABLE1_PERIODS[1:])
+    extra = f", valid: {valid}" if valid else ""
+    out = ""
+    for stat, label in SETTLE_LABELS.items():
+        out += _ref(["kind: measure", f'label: "{label}"',
+                     'source: "lab check: Fig. 8 caption, ORMCC follows the slowest receiver '
+                     "'in time'; Table I changes it 4 times; the paper gives no delay, so no "
+                     'paper value and no band (docs/comparison.md)"',
+                     "measure: tracking.settle_stat",
+                     f"args: {{flow: multi, stat: {stat}, changes: [{changes}], "
+                     f"event: {event}, drops: [{', '.join(drops)}]{extra}}}"])
+    return out
 
 
 def table1_scheme(scheme: str, red: bool) -> str:
@@ -544,6 +569,7 @@ def table1_scheme(scheme: str, red: bool) -> str:
                   'reported without a band"',
                   "measure: tracking.switches", f"args: {{flow: multi, tracked: {gauge}}}",
                   "paper: 4"])
+    refs += settle_refs(*s["settle"])
     note = (f"# {panel} ({queue}): {name} in place of ORMCC for the session to all\n"
             f"# receivers; the TCP flows, links and times are {base}'s. The {rep} is read\n"
             f"# from the sender's {gauge} against each receiver's rid\n"

@@ -373,7 +373,23 @@ def test_fig8_comparison_reads_the_tracked_receiver_per_table1_period(scheme, ba
     assert [(r.label, r.paper) for r in ormcc] == [(r.label, r.paper) for r in switches]
     assert ormcc[0].args == {"flow": "multi", "tracked": "cr_id", "valid": "cr_valid"}
     assert ormcc[0].tolerance is None and ormcc[0].within is None
-    for ref in refs:
+    # "In time": the mean and max settle delay after Table I's four changes, from each
+    # sender's event log, under ORMCC's labels; no paper number, so no paper value.
+    settles = [r for r in refs if getattr(r, "measure", "") == "tracking.settle_stat"]
+    ormcc_settles = [r for r in resolve(base, "quick").experiment.references
+                     if getattr(r, "measure", "") == "tracking.settle_stat"]
+    assert [r.label for r in settles] == [r.label for r in ormcc_settles]
+    assert [r.args["stat"] for r in settles] == ["mean", "max"]
+    for ref in [*settles, *ormcc_settles]:
+        assert ref.paper is None and ref.tolerance is None and ref.within is None
+        assert ref.source.startswith("lab check")
+        assert [list(c) for c in ref.args["changes"]] == [[0.2, "h2"], [0.4, "h3"],
+                                                          [0.6, "h2"], [0.8, "h1"]]
+    core = (REPO / "agents" / scheme / "sender.py").read_text()
+    for ref in settles:  # the records the measure reads are ones the sender writes
+        for name in [ref.args["event"], *ref.args["drops"]]:
+            assert f'"{name}"' in core, f"agents/{scheme}/sender.py never logs {name!r}"
+    for ref in (r for r in refs if r not in settles):
         assert ref.args["flow"] == "multi" and ref.args["tracked"] in sender
         assert sender[ref.args["tracked"]].startswith("id of the current")
         assert ref.args.get("rid", "rid") in receiver

@@ -176,7 +176,11 @@ def test_fig8_comparison_spec_reads_a_run_that_follows_table1(tmp_path, scheme, 
     pd.DataFrame(_rows(ids, name=gauge, flow="multi"), columns=PROTOCOL_COLUMNS).to_csv(
         folder / PROTOCOL_CSV, index=False)
     got = {q.label: q for q in summarise(load_run(folder)).quantities}
-    assert len(got) == 11 and all(q.verdict == "n/a" and q.error is None for q in got.values())
+    assert len(got) == 13 and all(q.verdict == "n/a" and q.error is None for q in got.values())
+    # The two settle rows read the sender's event log, which this run has none of
+    # (tests/unit/test_tracking_settle.py reads one): no value, and no error either.
+    settles = [got.pop(label) for label in list(got) if "delay to settle" in label]
+    assert len(settles) == 2 and all(q.measured is None for q in settles)
     values = {q.measure: set() for q in got.values()}
     for q in got.values():
         values[q.measure].add(q.measured)

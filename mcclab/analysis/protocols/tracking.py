@@ -17,11 +17,16 @@ run (fractions of its duration, so a time-scaled profile measures the same perio
 gives each receiver's share of the seconds, the receiver tracked most and the number
 of switches. It serves ORMCC's Fig. 8 and Table I (sec. V-C), where the three schemes
 are set side by side on how they follow the slowest receiver (docs/comparison.md).
+
+How soon the sender settles on the receiver expected after a change of the slowest
+one (Table III's "in time") is :func:`settle`: from the gauge, to the second, or
+from the sender's event log, which records each new choice when the core made it.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -30,6 +35,7 @@ import pandas as pd
 from mcclab.analysis.figures import STYLE, save
 from mcclab.analysis.plugins import figure, measure
 from mcclab.analysis.results import Run
+from mcclab.resultsdir import LOGS, event_records
 
 NONE = ""
 """The tracked node while the sender tracks no receiver (no id, or not valid)."""
@@ -191,6 +197,254 @@ def switches(run: Run, flow: str, tracked: str, valid: str | None = None, rid: s
     start, end = _period(run, start_frac, end_frac)
     return float(len(switch_times(run, flow, tracked, start, end, valid, rid)))
 
+
+# ---- "in time": how soon the sender settles on a new slowest receiver ----------------
+
+HOLD_S = 5.0
+"""Seconds a receiver must stay tracked, unbroken, for the sender to count as settled on it.
+
+Long enough that a passing pick is not taken for the new representative (on Table I's
+runs ORMCC's CR after a timed-out CR check went to h2 for under 3 s before h1 took it,
+and TFMCC's CLR changed 15 times in 0.6 s at start-up), and over 15 round trips of ORMCC's
+Fig. 7 tree with full queues (about 0.3 s each), so each scheme has had rounds of
+feedback to undo a wrong pick. Short against Table I's periods (40 s in the quick
+profile, 200 s in the paper's). In seconds of protocol time, not scaled with the
+profile, as the schemes' timers are not. A long stretch inside a flap still counts as
+settling: the shares and :func:`switches` tell flapping apart.
+"""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The node the sender tracks, as a step function of the experiment's time.
+
+    From each ``(time, node)`` of ``changes`` (in time order) the sender tracks
+    ``node`` (:data:`NONE`: no receiver) until the next change; before the first it
+    tracks none. ``end`` is the last time the sender's state is known.
+    """
+
+    changes: list[tuple[float, str]]
+    end: float
+
+
+def gauge_timeline(run: Run, flow: str, tracked: str, valid: str | None = None,
+                   rid: str = "rid") -> Timeline:
+    """The tracked node from the sender's per-second gauge (:func:`tracked_nodes`).
+
+    Each second's value holds from that second to the next: a change is seen at the
+    first second that reports it, up to about a second after it happened (the gauge is
+    the sender's last stats record before the second), and a choice that came and went
+    between two records is not seen at all.
+    """
+    nodes = tracked_nodes(run, flow, tracked, valid, rid)
+    changes: list[tuple[float, str]] = []
+    for t, node in nodes.items():
+        if not changes or node != changes[-1][1]:
+            changes.append((float(t), str(node)))
+    return Timeline(changes, float(nodes.index.max()) if len(nodes) else 0.0)
+
+
+def _sender_log(run: Run, flow: str) -> tuple[float, list[dict]]:
+    """(the sender's agent clock at experiment time 0, its event-log records).
+
+    ``tables/agents.csv`` holds the sender's ``start`` record in experiment time and
+    the log holds it on the agent's clock: their difference places every record.
+    """
+    a = run.agents
+    starts = a[(a["flow"] == flow) & (a["role"] == "sender") & (a["event"] == "start")]
+    if starts.empty:
+        raise ValueError(f"tables/agents.csv has no start of flow {flow!r}'s sender: its "
+                         "event log cannot be placed in the run's time")
+    node, t_start = str(starts["node"].iloc[0]), float(starts["t"].iloc[0])
+    log = run.path / LOGS / f"{flow}-sender-{node}.jsonl"
+    records = event_records(log)
+    first = next((r for r in records if r.get("event") == "start"), None)
+    if first is None:
+        raise ValueError(f"{log}: no start record (is the sender's event log missing?)")
+    return float(first["t"]) - t_start, records
+
+
+def _addresses(records: list[dict]) -> dict[str, str]:
+    """Address -> node of the flow's session, from the sender's start record."""
+    session = next((r.get("session") or {} for r in records if r.get("event") == "start"), {})
+    return {str(v.get("address")): str(node) for node, v in (session.get("nodes") or {}).items()
+            if isinstance(v, dict) and v.get("address")}
+
+
+def _host(peer: object) -> str:
+    """The address part of a ``host:port`` peer (``[v6]:port`` too)."""
+    text = str(peer)
+    host = text.rsplit(":", 1)[0] if text.count(":") == 1 or text.startswith("[") else text
+    return host.strip("[]")
+
+
+def event_timeline(run: Run, flow: str, event: str, drops: list[str] | None = None,
+                   valid: str | None = None) -> Timeline:
+    """The tracked node from the sender's own event log, at the times the core acted.
+
+    A record named ``event`` makes the receiver at its ``peer`` address the tracked
+    one (the session's addresses, from the log's start record, name the node;
+    :data:`UNKNOWN` for an address of no node). A record named in ``drops`` leaves
+    none tracked until the next ``event``. With ``valid``, a stats record whose core
+    gauge ``valid`` is at least 0.5 while none is tracked after a drop gives the last
+    chosen receiver back: ORMCC keeps a timed-out CR and takes it back, unlogged, when
+    it answers again, so that return is known only to the stats record's second.
+
+    Raises ValueError when the log has no ``event`` record, naming the events it has,
+    so a misspelt name never reads as "never tracked".
+    """
+    clock0, records = _sender_log(run, flow)
+    if not any(r.get("event") == event for r in records):
+        seen = sorted({str(r.get("event")) for r in records})
+        raise ValueError(f"flow {flow!r}'s sender logged no {event!r} record; its events "
+                         f"are {', '.join(seen) or 'none'}")
+    nodes = _addresses(records)
+    dropped = set(drops or ())
+    changes: list[tuple[float, str]] = []
+    state = chosen = NONE
+    end = 0.0
+    for rec in records:
+        name, t = rec.get("event"), rec.get("t")
+        if not isinstance(t, (int, float)):
+            continue
+        end = max(end, float(t) - clock0)
+        new = state
+        if name == event:
+            new = chosen = nodes.get(_host(rec.get("peer")), UNKNOWN)
+        elif name in dropped:
+            new = NONE
+        elif (valid is not None and name == "stats" and state == NONE and chosen != NONE
+              and float((rec.get("core") or {}).get(valid, 0.0)) >= 0.5):
+            new = chosen
+        if new != state:
+            changes.append((float(t) - clock0, new))
+            state = new
+    return Timeline(changes, end)
+
+
+def settle_delay(timeline: Timeline, at: float, until: float, node: str,
+                 hold: float = HOLD_S) -> float:
+    """Seconds from ``at`` until ``timeline`` tracks ``node`` and keeps it ``hold`` s.
+
+    The first stretch of ``node`` within [``at``, ``until``] (clipped to the
+    timeline's end) that lasts at least ``hold`` counts; its start, or ``at`` when
+    ``node`` was already tracked then, gives the delay. ``nan`` when no stretch in
+    the period lasts that long.
+    """
+    until = min(until, timeline.end)
+    current = NONE
+    for t, n in timeline.changes:
+        if t > at:
+            break
+        current = n
+    start = at
+    for t, n in [*((t, n) for t, n in timeline.changes if at < t < until), (until, None)]:
+        if n == current:
+            continue
+        if current == node and t - start >= hold:
+            return start - at
+        start, current = t, n
+    return math.nan
+
+
+def _timeline(run: Run, flow: str, tracked: str | None, valid: str | None, rid: str,
+              event: str | None, drops: list[str] | None) -> Timeline | None:
+    """The timeline from the gauge ``tracked`` or the log's ``event`` (exactly one);
+    None when the run has nothing to read it from."""
+    if (tracked is None) == (event is None):
+        raise ValueError("name the sender's gauge (tracked) or its log event (event), "
+                         "not both or neither")
+    if event is not None:
+        return None if run.agents.empty else event_timeline(run, flow, event, drops, valid)
+    assert tracked is not None
+    return None if run.protocol.empty else gauge_timeline(run, flow, tracked, valid, rid)
+
+
+def settle_delays(run: Run, flow: str, changes: list[tuple[float, str]],
+                  end_frac: float = 1.0, tracked: str | None = None, valid: str | None = None,
+                  rid: str = "rid", event: str | None = None, drops: list[str] | None = None,
+                  hold_s: float = HOLD_S) -> list[tuple[float, float]]:
+    """(period length, settle delay) in seconds for each ``(start_frac, node)`` of
+    ``changes``: the period runs to the next change's start (the last to ``end_frac``)
+    and ``node`` is the receiver expected in it. The delay is ``nan`` where the sender
+    did not settle in the period; [] when the run has nothing to read."""
+    line = _timeline(run, flow, tracked, valid, rid, event, drops)
+    if line is None:
+        return []
+    ordered = sorted((float(f), str(n)) for f, n in changes)
+    out = []
+    for k, (frac, node) in enumerate(ordered):
+        nxt = ordered[k + 1][0] if k + 1 < len(ordered) else end_frac
+        at, until = _period(run, frac, nxt)
+        out.append((until - at, settle_delay(line, at, until, node, hold_s)))
+    return out
+
+
+@measure("tracking.settle", unit="s", domain=(0, math.inf))
+def settle(run: Run, flow: str, node: str, at_frac: float, until_frac: float = 1.0,
+           tracked: str | None = None, valid: str | None = None, rid: str = "rid",
+           event: str | None = None, drops: list[str] | None = None,
+           hold_s: float = HOLD_S) -> float:
+    """Seconds from ``at_frac`` of the run until the sender tracks ``node`` and keeps it
+    for ``hold_s`` (default :data:`HOLD_S`, 5 s) without a break, within the period up
+    to ``until_frac``: how "in time" it follows a change of the slowest receiver.
+
+    0 when ``node`` was already tracked at the boundary and kept; ``nan`` when it was
+    not settled on in the period, or the run has nothing to read. The tracked node
+    comes from the sender's gauge ``tracked`` (one reading a second: a change is seen
+    up to about a second late) or, more precisely, from its event log: ``event`` is
+    the record of a new choice, ``drops`` those that leave none (see
+    :func:`event_timeline`):
+
+    | scheme | ``event`` | ``drops`` | ``valid`` |
+    | --- | --- | --- | --- |
+    | ORMCC | ``ormcc_cr`` | ``ormcc_cr_timeout`` | ``cr_valid`` |
+    | PGMCC | ``pgmcc_acker`` | ``pgmcc_acker_drop`` | |
+    | TFMCC | ``tfmcc_clr`` | ``tfmcc_clr_timeout`` | |
+    """
+    got = settle_delays(run, flow, [(at_frac, node)], until_frac, tracked, valid, rid,
+                        event, drops, hold_s)
+    return got[0][1] if got else math.nan
+
+
+SETTLE_STATS = ("mean", "max")
+
+
+@measure("tracking.settle_stat", unit="s", domain=(0, math.inf))
+def settle_stat(run: Run, flow: str, changes: list[tuple[float, str]], stat: str = "mean",
+                end_frac: float = 1.0, tracked: str | None = None, valid: str | None = None,
+                rid: str = "rid", event: str | None = None, drops: list[str] | None = None,
+                hold_s: float = HOLD_S) -> float:
+    """The ``mean`` or ``max`` settle delay over the boundaries ``changes``
+    (``[start_frac, expected node]`` pairs, as :func:`settle_delays`; the other
+    arguments as :func:`settle`).
+
+    A boundary not settled on in its period counts as the period's length, a lower
+    bound of its delay, so missing is never better than settling late;
+    ``tracking.settle_missed`` counts those. ``nan`` when the run has nothing to read
+    or ``changes`` is empty.
+    """
+    if stat not in SETTLE_STATS:
+        raise ValueError(f"stat must be one of {', '.join(SETTLE_STATS)}, not {stat!r}")
+    got = settle_delays(run, flow, changes, end_frac, tracked, valid, rid, event, drops,
+                        hold_s)
+    if not got:
+        return math.nan
+    delays = [length if math.isnan(d) else d for length, d in got]
+    return float(max(delays)) if stat == "max" else float(sum(delays) / len(delays))
+
+
+@measure("tracking.settle_missed", unit="1", domain=(0, math.inf))
+def settle_missed(run: Run, flow: str, changes: list[tuple[float, str]], end_frac: float = 1.0,
+                  tracked: str | None = None, valid: str | None = None, rid: str = "rid",
+                  event: str | None = None, drops: list[str] | None = None,
+                  hold_s: float = HOLD_S) -> float:
+    """How many boundaries of ``changes`` the sender did not settle on within their
+    period (arguments as :func:`settle_stat`); ``nan`` when the run has nothing to read.
+    """
+    got = settle_delays(run, flow, changes, end_frac, tracked, valid, rid, event, drops,
+                        hold_s)
+    return float(sum(math.isnan(d) for _, d in got)) if got else math.nan
 
 def rate_with_switches(rate: pd.Series, marks: list[tuple[float, str]], ylabel: str,
                        title: str, folder: Path, filename: str) -> list[Path]:
