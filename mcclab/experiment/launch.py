@@ -216,16 +216,16 @@ def onoff_host(out: LaunchPlan, run_dir: Path, python: str) -> None:
     entries: dict[str, list[dict[str, Any]]] = {"sink": [], "source": []}
     for i in index:
         launch = out.launches[i]
-        end = launch.entry
-        assert isinstance(end, SinkEntry | SourceEntry)  # every sink and source has one
+        made = launch.entry
+        assert isinstance(made, SinkEntry | SourceEntry)  # every sink and source has one
         entry: dict[str, Any] = {"flow": launch.flow, "node": launch.node,
                                  "netns": str(NETNS_DIR / netns_name(launch.node)),
-                                 "port": end.port, "log": launch.log}
-        if isinstance(end, SinkEntry):
-            entry["bind"] = end.bind
+                                 "port": made.port, "log": launch.log}
+        if isinstance(made, SinkEntry):
+            entry["bind"] = made.bind
         else:
-            entry.update(dest=end.dest, rate_bps=end.rate_bps, size=end.size,
-                         schedule=end.schedule)
+            entry.update(dest=made.dest, rate_bps=made.rate_bps, size=made.size,
+                         schedule=made.schedule)
         entries[launch.role].append(entry)
         out.launches[i] = replace(launch, host=ONOFF_HOST)
     plan_file = str(run_dir / "sessions" / f"{ONOFF_HOST}.json")
@@ -388,7 +388,7 @@ def plan_launches(exp: Experiment, plan: AddressPlan, run_dir: Path,
             seconds = b - a if b < exp.duration else b - a + 3
             # Only a TCP flow has a TCP model: a UDP flow has no cc (and, in a spec
             # without `tcp:`, no model to fall back on).
-            cc = tcp_model(exp, flow).cc if carrier == "tcp" else None
+            cc = tcp_model(exp, flow).cc if carries_tcp(flow) else None
             argv = _iperf_client(flow, address, port, seconds, carrier, cc)
             out.launches.append(Launch(flow.name, "client", flow.sender, argv, a, None, log,
                                        peer=flow.receiver))
