@@ -118,6 +118,11 @@ def move(pid: int, path: Path) -> None:
     (path / "cgroup.procs").write_text(f"{pid}\n")
 
 
+def parse_events(text: str) -> dict[str, str]:
+    """The key/value lines of a ``cgroup.events`` file (``populated 1``, ``frozen 0``)."""
+    return dict(line.split(None, 1) for line in text.splitlines() if len(line.split()) == 2)
+
+
 def members(path: Path) -> list[int]:
     """Pids in cgroup ``path`` and its descendants (none if it does not exist)."""
     pids: list[int] = []
@@ -128,6 +133,22 @@ def members(path: Path) -> list[int]:
             with contextlib.suppress(OSError):
                 pids += parse_procs((Path(folder) / "cgroup.procs").read_text())
     return pids
+
+
+def populated(path: Path) -> bool:
+    """True while cgroup ``path`` or a descendant holds a task, a dying one included.
+
+    ``cgroup.procs`` stops listing a process once all its threads are exiting, but
+    the kernel refuses to rmdir the cgroup until that process has left it, which
+    ``populated 0`` in ``cgroup.events`` reports. Without that file, the members.
+    """
+    try:
+        text = (path / "cgroup.events").read_text()
+    except FileNotFoundError:
+        return bool(members(path))
+    except OSError:
+        return False  # the cgroup went away while we looked
+    return parse_events(text).get("populated", "0") != "0"
 
 
 def remove(path: Path) -> bool:
@@ -144,7 +165,9 @@ def kill(path: Path, timeout: float = 5.0) -> bool:
     """SIGKILL every process in cgroup ``path``, wait until it is empty, remove it.
 
     True when the cgroup is gone (or never existed). A process exits the cgroup
-    as it dies, before it is reaped, so an unreaped child does not hold it.
+    as it dies, before it is reaped, so an unreaped child does not hold it; but
+    it leaves a moment after it vanishes from ``cgroup.procs``, so the wait is for
+    :func:`populated` to say no, and the rmdir is retried until the deadline.
     Our own process is moved to the root first if it is inside (a `mcclab clean`
     started from within a lab must not kill itself).
     """
@@ -159,6 +182,9 @@ def kill(path: Path, timeout: float = 5.0) -> bool:
     with contextlib.suppress(OSError):
         (path / "cgroup.kill").write_text("1\n")
     deadline = time.monotonic() + timeout
-    while members(path) and time.monotonic() < deadline:
+    while True:
+        if not populated(path) and remove(path):
+            return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.02)
-    return remove(path)

@@ -767,7 +767,7 @@ def clean(
     console.print(f"removed {len(plan.remove)} lab(s), swept {len(plan.stray_netns)} stray "
                   f"namespace(s) and {len(plan.stray_ifaces)} stray interface(s)")
     rest = still_present(plan, only=lab)
-    if rest["netns"] or rest["interfaces"]:
+    if any(rest.values()):
         err.print(f"[red]still present:[/red] {rest}")
         raise typer.Exit(1)
 

@@ -370,17 +370,22 @@ def clean(everything: bool = False, owner_timeout: float = 30.0,
 
 
 def still_present(plan: CleanPlan, only: str | None = None) -> dict[str, list[str]]:
-    """mcclab namespaces and interfaces left after ``plan`` that no kept lab accounts for.
+    """mcclab namespaces, interfaces and lab cgroups left after ``plan`` that no kept
+    lab accounts for.
 
     With ``only`` (a clean of one lab), just those the removed labs recorded.
     """
     netns = {n for s in plan.keep for n in s.netns}
     ifaces = {i for s in plan.keep for i in s.root_ifaces}
-    rest = leftovers()
+    cgroups = {s.cgroup for s in plan.keep if s.cgroup}
+    rest = {**leftovers(), "cgroups": lab_cgroups()}
     if only is not None:
         mine_ns = {n for s in plan.remove for n in s.netns}
         mine_if = {i for s in plan.remove for i in s.root_ifaces}
+        mine_cg = {s.cgroup for s in plan.remove if s.cgroup}
         rest = {"netns": [n for n in rest["netns"] if n in mine_ns],
-                "interfaces": [i for i in rest["interfaces"] if i in mine_if]}
+                "interfaces": [i for i in rest["interfaces"] if i in mine_if],
+                "cgroups": [c for c in rest["cgroups"] if c in mine_cg]}
     return {"netns": [n for n in rest["netns"] if n not in netns],
-            "interfaces": [i for i in rest["interfaces"] if i not in ifaces]}
+            "interfaces": [i for i in rest["interfaces"] if i not in ifaces],
+            "cgroups": [c for c in rest["cgroups"] if c not in cgroups]}

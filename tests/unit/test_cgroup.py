@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -112,9 +113,58 @@ def test_kill_writes_cgroup_kill_and_waits_for_the_cgroup_to_empty(tmp_path):
     threading.Thread(target=kernel).start()
     start = time.monotonic()
     # A folder with files cannot be rmdir'd, unlike a real cgroup: kill says it is not gone.
-    assert cgroup.kill(lab, timeout=5.0) is False
+    assert cgroup.kill(lab, timeout=1.0) is False
     assert time.monotonic() - start >= 0.3
     assert (lab / "cgroup.kill").read_text() == "1\n"
+
+
+def test_events_lines_parse_to_a_dict():
+    assert cgroup.parse_events("populated 1\nfrozen 0\n") == {"populated": "1", "frozen": "0"}
+    assert cgroup.parse_events("") == {}
+
+
+def test_kill_waits_for_a_dying_process_that_cgroup_procs_no_longer_lists(tmp_path, monkeypatch):
+    # The kernel drops a process from cgroup.procs once all its threads are exiting, and
+    # refuses rmdir until it has left the cgroup ("populated 0"). An rmdir between the
+    # two failed once in CI and left an empty cgroup behind.
+    lab = fake_cgroup(tmp_path / "lab", [])
+    (lab / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+    tries = []
+
+    def rmdir_like_the_kernel(path: Path) -> bool:
+        tries.append(path)
+        if cgroup.parse_events((lab / "cgroup.events").read_text())["populated"] == "1":
+            return False  # EBUSY
+        shutil.rmtree(lab)
+        return True
+
+    monkeypatch.setattr(cgroup, "remove", rmdir_like_the_kernel)
+
+    def kernel() -> None:
+        time.sleep(0.3)
+        (lab / "cgroup.events").write_text("populated 0\nfrozen 0\n")
+
+    threading.Thread(target=kernel).start()
+    start = time.monotonic()
+    assert cgroup.kill(lab, timeout=5.0) is True
+    assert time.monotonic() - start >= 0.3
+    assert not lab.exists()
+
+
+def test_kill_retries_an_rmdir_the_kernel_refused_once(tmp_path, monkeypatch):
+    lab = fake_cgroup(tmp_path / "lab", [])
+    answers = [False, True]
+    monkeypatch.setattr(cgroup, "remove", lambda _path: answers.pop(0))
+    assert cgroup.kill(lab, timeout=5.0) is True
+    assert answers == []
+
+
+def test_kill_gives_up_at_its_deadline_on_a_cgroup_that_stays_populated(tmp_path):
+    lab = fake_cgroup(tmp_path / "lab", [])
+    (lab / "cgroup.events").write_text("populated 1\n")
+    start = time.monotonic()
+    assert cgroup.kill(lab, timeout=0.3) is False
+    assert 0.3 <= time.monotonic() - start < 2.0
 
 
 def test_kill_of_a_cgroup_that_is_gone_succeeds(tmp_path):

@@ -330,6 +330,33 @@ def test_clean_of_one_lab_destroys_that_lab_only(monkeypatch):
     assert calls.log == [("stop", "live"), ("destroy", "live")]
 
 
+def test_what_clean_could_not_remove_is_reported_cgroups_included(monkeypatch):
+    # After a clean, anything of a removed lab still on the machine is named, an empty
+    # cgroup the kernel would not rmdir in time too; the live lab's are not.
+    monkeypatch.setattr(st, "leftovers", lambda: {"netns": ["mcl-h1"],
+                                                  "interfaces": ["mclc-h1"]})
+    monkeypatch.setattr(st, "lab_cgroups", lambda: ["/cg/mcclab/live", "/cg/mcclab/dead"])
+    plan = st.CleanPlan(remove=[DEAD], keep=[LIVE], stray_netns=[], stray_ifaces=[],
+                        stray_cgroups=[])
+    assert st.still_present(plan) == {"netns": [], "interfaces": [],
+                                      "cgroups": ["/cg/mcclab/dead"]}
+    assert st.still_present(plan, only="dead") == {"netns": [], "interfaces": [],
+                                                   "cgroups": ["/cg/mcclab/dead"]}
+    monkeypatch.setattr(st, "lab_cgroups", lambda: ["/cg/mcclab/live"])
+    assert st.still_present(plan)["cgroups"] == []
+
+
+def test_clean_fails_when_a_cgroup_is_left(monkeypatch):
+    plan = st.CleanPlan(remove=[DEAD], keep=[], stray_netns=[], stray_ifaces=[],
+                        stray_cgroups=[])
+    monkeypatch.setattr(st, "clean", lambda everything=False, only=None: plan)
+    monkeypatch.setattr(st, "still_present", lambda _plan, only=None: {
+        "netns": [], "interfaces": [], "cgroups": ["/cg/mcclab/dead"]})
+    result = CliRunner().invoke(app, ["clean"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    assert "/cg/mcclab/dead" in result.output
+
+
 def test_clean_all_stops_a_live_owner_before_destroying_its_lab(monkeypatch):
     calls = Calls(monkeypatch, [LIVE, DEAD])
     plan = st.clean(everything=True)
@@ -402,8 +429,8 @@ def test_clean_reports_what_it_removed_and_what_it_left(monkeypatch):
     called: list[bool] = []
     monkeypatch.setattr(st, "clean",
                         lambda everything=False, only=None: called.append(everything) or plan)
-    monkeypatch.setattr(st, "still_present", lambda _plan, only=None: {"netns": [],
-                                                                       "interfaces": []})
+    monkeypatch.setattr(st, "still_present", lambda _plan, only=None: {
+        "netns": [], "interfaces": [], "cgroups": []})
     result = CliRunner().invoke(app, ["clean"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert called == [False]
