@@ -6,7 +6,9 @@ its parent's cgroup from the moment it is forked, so every descendant (Mininet
 shells, routers, link emulators, the fork server and its tools, exporters,
 iperf3) is inside, even one forked in the instant before its pid reaches the
 lab's state file, and even a daemon that double-forks into a new session.
-Writing ``1`` to ``cgroup.kill`` (Linux 5.14+) SIGKILLs all of them at once.
+Writing ``1`` to ``cgroup.kill`` (Linux 5.14+) SIGKILLs all of them at once (all
+but a process whose main thread has exited before its others, which :func:`kill`
+then ends by pid).
 At teardown the owner moves back to its own cgroup first, so the kill spares it.
 
 Where there is no cgroup2 mount, or no ``cgroup.kill``, or the hierarchy is not
@@ -22,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -167,7 +170,8 @@ def kill(path: Path, timeout: float = 5.0) -> bool:
     True when the cgroup is gone (or never existed). A process exits the cgroup
     as it dies, before it is reaped, so an unreaped child does not hold it; but
     it leaves a moment after it vanishes from ``cgroup.procs``, so the wait is for
-    :func:`populated` to say no, and the rmdir is retried until the deadline.
+    :func:`populated` to say no, and the rmdir is retried until the deadline. A
+    process still listed after ``cgroup.kill`` gets a SIGKILL by pid while it waits.
     Our own process is moved to the root first if it is inside (a `mcclab clean`
     started from within a lab must not kill itself).
     """
@@ -187,4 +191,11 @@ def kill(path: Path, timeout: float = 5.0) -> bool:
             return True
         if time.monotonic() >= deadline:
             return False
+        # cgroup.kill signals each process through its main thread, and one whose main
+        # thread has already exited while others run on was seen to survive it: a
+        # process-wide SIGKILL by pid ends it.
+        for pid in members(path):
+            if pid != me:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
         time.sleep(0.02)

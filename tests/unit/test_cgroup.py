@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -255,3 +256,45 @@ def test_killing_a_cgroup_from_inside_it_moves_the_killer_out_first():
     finally:
         cgroup.move(os.getpid(), home)
         cgroup.remove(path)
+
+
+
+# A process whose main thread has exited while another thread runs on: cgroup.kill
+# (signalling each process through its main thread) was seen to leave it alive, and
+# once killed it leaves cgroup.procs when its last thread starts to exit but the
+# cgroup only when that thread has freed the process's memory (512 MB: ~40 ms here),
+# so an rmdir as soon as cgroup.procs is empty is refused.
+HEADLESS = """
+import ctypes, sys, threading, time
+memory = bytearray(512 << 20)
+threading.Thread(target=time.sleep, args=(120,)).start()
+print("up", flush=True)
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+@pytest.mark.skipif(_usable() is not None, reason=str(_usable()))
+def test_a_process_without_its_main_thread_is_killed_and_its_cgroup_removed():
+    assert ROOT is not None
+    for trial in range(3):
+        path = cgroup.lab_dir(ROOT, f"unit-headless-{os.getpid()}-{trial}")
+        assert cgroup.create(path)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HEADLESS], stdout=subprocess.PIPE, text=True,
+            preexec_fn=lambda p=path: cgroup.move(os.getpid(), p))
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+            deadline = time.monotonic() + 5.0
+            while proc_stat_fields(proc.pid) is not None and \
+                    proc_stat_fields(proc.pid)[0] != "Z" and time.monotonic() < deadline:
+                time.sleep(0.01)  # until the main thread has exited (the leader shows Z)
+            assert cgroup.members(path) == [proc.pid]
+            started = time.monotonic()
+            assert cgroup.kill(path, timeout=5.0) is True, f"trial {trial}: cgroup left"
+            assert not path.exists()
+            assert time.monotonic() - started < 2.0
+            assert proc.wait(timeout=10) == -signal.SIGKILL
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
+            cgroup.kill(path, timeout=5.0)
