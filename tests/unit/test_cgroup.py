@@ -105,7 +105,9 @@ def test_move_writes_the_pid_to_cgroup_procs(tmp_path):
 
 
 def test_kill_writes_cgroup_kill_and_waits_for_the_cgroup_to_empty(tmp_path):
-    lab = fake_cgroup(tmp_path / "lab", [999999])
+    # kill signals what the cgroup still lists by pid: a pid above any pid_max (2**22)
+    # is one no process can have.
+    lab = fake_cgroup(tmp_path / "lab", [2**31 - 1])
 
     def kernel() -> None:  # the kernel empties cgroup.procs as the processes die
         time.sleep(0.3)
