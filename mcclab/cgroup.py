@@ -76,8 +76,13 @@ def under(root: Path, path: str) -> Path:
 
 
 def parse_procs(text: str) -> list[int]:
-    """The pids listed in a ``cgroup.procs`` file."""
-    return [int(word) for word in text.split()]
+    """The pids listed in a ``cgroup.procs`` file.
+
+    A 0 is left out: the kernel prints it for a task that was reaped while the file
+    was read (or one outside the reader's pid namespace), and 0 is no process (to
+    ``kill`` it means the caller's own process group).
+    """
+    return [pid for pid in (int(word) for word in text.split()) if pid > 0]
 
 
 # --- I/O ------------------------------------------------------------------------------------
@@ -185,17 +190,50 @@ def kill(path: Path, timeout: float = 5.0) -> bool:
                 move(me, root)
     with contextlib.suppress(OSError):
         (path / "cgroup.kill").write_text("1\n")
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     while True:
         if not populated(path) and remove(path):
             return True
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             return False
         # cgroup.kill signals each process through its main thread, and one whose main
-        # thread has already exited while others run on was seen to survive it: a
-        # process-wide SIGKILL by pid ends it.
-        for pid in members(path):
-            if pid != me:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+        # thread has already exited while others run on was seen to survive it: what
+        # is still listed after a grace period for the kill gets a process-wide SIGKILL.
+        if now - started >= KILL_GRACE:
+            for pid in members(path):
+                if pid != me:
+                    kill_member(pid, path)
         time.sleep(0.02)
+
+
+KILL_GRACE = 0.2  # s: long enough for cgroup.kill's own victims to leave cgroup.procs
+
+
+def kill_member(pid: int, path: Path) -> bool:
+    """SIGKILL process ``pid`` if it is (still) in cgroup ``path``; True if signalled.
+
+    A pidfd pins the process before its cgroup is checked, so a pid recycled by a
+    process elsewhere between the listing and the signal is never hit.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return False  # gone already
+    try:
+        where = v2_path(Path(f"/proc/{pid}/cgroup").read_text())
+        root = find_root()
+        if where is None or root is None or not _inside(under(root, where), path):
+            return False
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        return True
+    except (OSError, ProcessLookupError):
+        return False
+    finally:
+        os.close(fd)
+
+
+def _inside(cg: Path, path: Path) -> bool:
+    """Whether cgroup directory ``cg`` is ``path`` or below it."""
+    return cg == path or path in cg.parents
