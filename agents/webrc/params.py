@@ -41,7 +41,12 @@ class WebrcParams(BaseModel):
     loss_delta: float = Field(0.1, gt=0, lt=1, description="F_i estimator's delta")
     arr_alpha: float = Field(0.25, gt=0, le=1, description="ARR's EWMA fraction per epoch")
     trr_alpha: float = Field(0.25, gt=0, le=1, description="TRR's EWMA fraction per epoch")
-    ssr_factor: float = Field(0.5, gt=0, le=1, description="SSR = factor * TRR on losses")
+    ssr_factor: float | None = Field(
+        None, gt=0, le=1, description="SSR = factor * TRR at each loss event, at least "
+        "SSMINR with ssr_floor (RFC 3738 3.2.3.4); none: P, the RFC's factor")
+    ssr_floor: bool = Field(
+        True, description="SSR is at least SSMINR = BCR (1 + 1/P + 1/P^2), the base "
+        "channel and the two lowest waves at a slot's start (RFC 3738 3.2.2.6)")
     startup_exponent: float = Field(3.0, gt=0, description="TRR exponent in Eq. 5 at start-up")
     exponent: float = Field(1.5, gt=0, description="TRR exponent in Eq. 5")
     rr_lag_margin: float = Field(0.1, ge=0, lt=1,

@@ -14,8 +14,8 @@ A pure state machine on the runtime's clock. Triggers and actions follow Table 2
 Start-up (sec. 3.2) runs with SSR = inf and exponent 3 on TRR in Eq. 5, joins at
 most once per two epochs (the RR check of a full epoch after each join takes
 effect), and ends at the first loss, at a large MRTT increase between
-successive wave joins, or when RR lags ARR; then SSR = ``ssr_factor`` * TRR and
-LOSSP is set so that REQN = TRR (Eq. 6 solved for LOSSP). Sec. 3.3: outside
+successive wave joins, or when RR lags ARR; then SSR is set in proportion to TRR
+(below) and LOSSP so that REQN = TRR (Eq. 6 solved for LOSSP). Sec. 3.3: outside
 start-up a join is refused while TRR is not below (by ``overflow_margin``) its
 maximum since the last join, and LOSSP is then reset so that REQN equals the
 current target rate.
@@ -55,7 +55,12 @@ Choices where the paper is silent (all in :class:`~agents.webrc.params.WebrcPara
   ``1 / (2 (1 - P) REQN)`` too long on average: 1.2 x RTT at 1% loss, fed back through
   Eq. 6. The base channel's sample stays raw (sec. 5.1.1 calls it biased upward by the
   base channel's packet interval).
-* SSR after start-up shrinks to ``ssr_factor`` * TRR at every loss event.
+* SSR ("set in proportion to the current reception rate", sec. 3.2, "below TRR when
+  packet losses are detected", sec. 3.1) follows RFC 3738 (3.2.2.6, 3.2.3.4), the
+  paper's reference [10] for the receiver's details: at the end of start-up and at
+  the start of every loss event it is *set* to max{SSMINR, P * TRR} (``ssr_factor``,
+  default P), so it rises again with TRR, and to max{SSMINR, TRR} when start-up ends
+  because RR lags; SSMINR = BCR (1 + 1/P + 1/P^2) (``ssr_floor``).
 * Epochs run every EL from the receiver's own start, so two receivers decide at an
   unrelated phase; ``epoch_phase`` puts every receiver's boundaries on one grid of the
   agents' shared clock instead (``k * EL + phase``; the first epoch is then shorter).
@@ -295,15 +300,29 @@ class WebrcReceiver(ReceiverCore):
         if self.startup:
             actions += self._end_startup(now, "loss")
         else:
-            self.ssr = min(self.ssr, self.params.ssr_factor * self.trr)
+            self.ssr = self.slow_start_rate(self.ssr_factor)
         return actions
+
+    @property
+    def ssr_factor(self) -> float:
+        """The fraction of TRR that SSR is set to at a loss event (P unless set)."""
+        factor = self.params.ssr_factor
+        return self.params.p if factor is None else factor
+
+    def slow_start_rate(self, factor: float) -> float:
+        """SSR = max{SSMINR, ``factor`` * TRR} (RFC 3738 3.2.2.6, 3.2.3.4), in packets/s;
+        SSMINR = BCR (1 + 1/P + 1/P^2), 0 without ``ssr_floor``."""
+        p, bcr = self.params.p, self.params.bcr
+        floor = bcr * (1 + 1 / p + 1 / p ** 2) if self.params.ssr_floor else 0.0
+        return max(floor, factor * self.trr)
 
     def _end_startup(self, now: float, reason: str) -> list[Action]:
         self.startup = False
         self.startup_reason = reason
         self.rr_check_ok = True
         self.check_from = None
-        self.ssr = self.params.ssr_factor * self.trr
+        # RR lagging ARR says the path is full at TRR: SSR at TRR itself (RFC 3738 3.2.2.6).
+        self.ssr = self.slow_start_rate(1.0 if reason == "rr_lag" else self.ssr_factor)
         self._reset_lossp(self.trr)
         return [Log("startup_end", {"reason": reason, "trr": self.trr, "arr": self.arr,
                                     "lossp": self.lossp, "artt": self.current_artt()})]

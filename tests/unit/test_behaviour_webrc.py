@@ -1,4 +1,5 @@
-"""WEBRC's loss events on the simulated clock: one congestion episode is one loss event.
+"""WEBRC's loss events on the simulated clock: one congestion episode is one loss event;
+and the slow start rate SSR each loss event sets.
 
 Footnote 4 of the paper: "As in TFRC, a loss event is a period of duration ARTT starting
 with the detection of a packet loss". The base channel and the lowest waves carry about
@@ -19,7 +20,7 @@ from agents.runtime.actions import Send, SetTimer
 from agents.sim import Link, simulate
 from agents.webrc.params import WebrcParams
 from agents.webrc.sender import WebrcSender
-from tests.unit.test_webrc_receiver import session
+from tests.unit.test_webrc_receiver import Feed, session
 
 PARAMS = {"session_rate": "1Mbit"}  # loss_timing: the default (interpolated)
 DELAY = 0.02
@@ -140,3 +141,60 @@ def test_a_late_detected_loss_blocks_joins_only_while_its_event_lasts():
     core.trr, core.max_trr = 10.0, 20.0  # the equation allows a join (not a flat rate)
     core.loss.reset(1e-5, 5)
     assert joins(feed.epoch(2.1)) == [3]
+
+
+# --- SSR: set at every loss event, never below SSMINR (RFC 3738 3.2.2.6, 3.2.3.4) ------
+
+SSMINR = 1.0 * (1 + 1 / 0.75 + 1 / 0.75 ** 2)  # BCR (1 + 1/P + 1/P^2) = 4.11 packets/s
+
+
+def test_ssr_is_set_at_every_loss_event_so_it_rises_with_trr():
+    # Sec. 3.1: SSR is "set below TRR when packet losses are detected"; RFC 3738
+    # (3.2.3.4) sets it to max{SSMINR, P * TRR} at the start of each loss event, so a
+    # receiver whose rate has grown since its last loss gets a higher SSR, not the old one.
+    feed = Feed(loss_timing="detection")
+    core = feed.core
+    feed.send(0.2, feed.base, 3)  # ARTT 0.2 s
+    core.trr = 40.0
+    feed.send(0.3, feed.base, 3, skip=1)  # the first loss ends start-up
+    assert core.ssr == pytest.approx(30.0)
+    core.trr = 80.0
+    feed.send(1.0, feed.base, 3, skip=1)  # a new loss event, ARTT later
+    assert core.loss_events == 2 and core.ssr == pytest.approx(60.0)
+    core.trr = 20.0
+    feed.send(2.0, feed.base, 3, skip=1)
+    assert core.loss_events == 3 and core.ssr == pytest.approx(15.0)
+
+
+def test_ssr_never_falls_below_ssminr_and_keeps_the_lowest_waves_reachable():
+    feed = Feed(loss_timing="detection")
+    core = feed.core
+    feed.send(0.2, feed.base, 3)
+    core.trr = 2.0  # P * TRR = 1.5 packets/s, below the base and two lowest waves
+    feed.send(0.3, feed.base, 3, skip=1)
+    assert core.ssr == pytest.approx(SSMINR)
+    core.loss.reset(0.5, 5)  # an equation rate far below SSMINR
+    feed.epoch(0.5)
+    assert core.reqn < 1.0 and core.trate > 3 * core.reqn  # the floor lifts the target
+    off = Feed(loss_timing="detection", ssr_floor=False, ssr_factor=0.5)
+    off.send(0.2, off.base, 3)
+    off.core.trr = 2.0
+    off.send(0.3, off.base, 3, skip=1)
+    assert off.core.ssr == pytest.approx(1.0)  # another factor, and no floor
+
+
+def test_start_up_ended_by_rr_lag_sets_ssr_at_trr_itself():
+    # RR lagging ARR says the path is full at the current rate: RFC 3738 (3.2.2.6) sets
+    # SSR to max{SSMINR, TRR} there, not P * TRR.
+    feed = Feed(base_mrtt_sample=False)
+    core = feed.core
+    feed.send(0.1, feed.base, 3)
+    feed.epoch(0.5)
+    core.arr = 100.0  # as if the subscribed rate were 100 packets/s
+    feed.send(0.7, 3, 3)
+    feed.epoch(1.0)
+    core.trr = 40.0  # well above SSMINR, so the factor shows
+    feed.send(1.2, 3, 3)  # 1 packet in the full epoch after the join took effect
+    feed.epoch(1.5)
+    assert not core.startup and core.startup_reason == "rr_lag"
+    assert core.trr > 2 * SSMINR and core.ssr == pytest.approx(core.trr)

@@ -155,7 +155,7 @@ def test_losses_within_artt_are_one_loss_event_and_end_startup_with_reqn_equal_t
     feed.send(0.30, feed.base, 3, skip=1)
     assert core.loss_events == 1 and not core.startup and core.startup_reason == "loss"
     assert tcp_rate(core.lossp, core.current_artt()) == pytest.approx(40.0, rel=1e-6)
-    assert core.ssr == pytest.approx(0.5 * 40.0)
+    assert core.ssr == pytest.approx(0.75 * 40.0)  # P * TRR (RFC 3738 3.2.2.6)
     feed.send(0.45, feed.base, 3, skip=2)  # within ARTT of the first: same event
     assert core.loss_events == 1 and core.lost == 3
     feed.send(0.55, feed.base, 3, skip=1)  # after ARTT: a new event
@@ -212,6 +212,7 @@ def test_reception_lagging_arr_ends_startup():
     feed.send(1.2, 3, 3)  # 1 packet in the full epoch after the effect, 50 expected
     feed.epoch(1.5)
     assert not core.startup and core.startup_reason == "rr_lag"
+
 
 
 def test_a_stall_across_an_epochs_end_is_not_rr_lag():
