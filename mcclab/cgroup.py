@@ -228,7 +228,7 @@ def kill_member(pid: int, path: Path) -> bool:
             return False
         signal.pidfd_send_signal(fd, signal.SIGKILL)
         return True
-    except (OSError, ProcessLookupError):
+    except OSError:  # exited meanwhile (ProcessLookupError), or /proc refused
         return False
     finally:
         os.close(fd)
