@@ -202,20 +202,22 @@ def kill(path: Path, timeout: float = 5.0) -> bool:
         # thread has already exited while others run on was seen to survive it: what
         # is still listed after a grace period for the kill gets a process-wide SIGKILL.
         if now - started >= KILL_GRACE:
+            root = find_root()
             for pid in members(path):
                 if pid != me:
-                    kill_member(pid, path)
+                    kill_member(pid, path, root)
         time.sleep(0.02)
 
 
 KILL_GRACE = 0.2  # s: long enough for cgroup.kill's own victims to leave cgroup.procs
 
 
-def kill_member(pid: int, path: Path) -> bool:
+def kill_member(pid: int, path: Path, root: Path | None = None) -> bool:
     """SIGKILL process ``pid`` if it is (still) in cgroup ``path``; True if signalled.
 
     A pidfd pins the process before its cgroup is checked, so a pid recycled by a
-    process elsewhere between the listing and the signal is never hit.
+    process elsewhere between the listing and the signal is never hit. ``root``: the
+    cgroup2 mount (looked up when not given).
     """
     try:
         fd = os.pidfd_open(pid)
@@ -223,7 +225,7 @@ def kill_member(pid: int, path: Path) -> bool:
         return False  # gone already
     try:
         where = v2_path(Path(f"/proc/{pid}/cgroup").read_text())
-        root = find_root()
+        root = root or find_root()
         if where is None or root is None or not _inside(under(root, where), path):
             return False
         signal.pidfd_send_signal(fd, signal.SIGKILL)

@@ -284,6 +284,11 @@ def lab_cgroups() -> list[str]:
     return sorted(str(p) for p in parent.iterdir() if p.is_dir())
 
 
+def present_now() -> dict[str, list[str]]:
+    """:func:`leftovers` and the lab cgroups (:func:`lab_cgroups`) on the machine now."""
+    return {**leftovers(), "cgroups": lab_cgroups()}
+
+
 @dataclass
 class CleanPlan:
     """What `mcclab clean` removes and what it leaves alone."""
@@ -353,7 +358,7 @@ def clean(everything: bool = False, owner_timeout: float = 30.0,
     to stop (:func:`stop_owner`), then whatever it left is destroyed. ``only``
     limits it to one lab (see :func:`plan_clean`).
     """
-    present: dict[str, list[str]] = {**leftovers(), "cgroups": lab_cgroups()}
+    present = present_now()
     plan = plan_clean(all_states(), present, LabState.owner_alive, everything, only)
     for state in plan.remove:
         if state.owner_alive():
@@ -378,7 +383,7 @@ def still_present(plan: CleanPlan, only: str | None = None) -> dict[str, list[st
     netns = {n for s in plan.keep for n in s.netns}
     ifaces = {i for s in plan.keep for i in s.root_ifaces}
     cgroups = {s.cgroup for s in plan.keep if s.cgroup}
-    rest = {**leftovers(), "cgroups": lab_cgroups()}
+    rest = present_now()
     if only is not None:
         mine_ns = {n for s in plan.remove for n in s.netns}
         mine_if = {i for s in plan.remove for i in s.root_ifaces}

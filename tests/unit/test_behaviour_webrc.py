@@ -20,7 +20,7 @@ from agents.runtime.actions import Send, SetTimer
 from agents.sim import Link, simulate
 from agents.webrc.params import WebrcParams
 from agents.webrc.sender import WebrcSender
-from tests.unit.test_webrc_receiver import Feed, session
+from tests.unit.test_webrc_receiver import Feed, lagging_after_a_join, session
 
 PARAMS = {"session_rate": "1Mbit"}  # loss_timing: the default (interpolated)
 DELAY = 0.02
@@ -186,15 +186,6 @@ def test_ssr_never_falls_below_ssminr_and_keeps_the_lowest_waves_reachable():
 def test_start_up_ended_by_rr_lag_sets_ssr_at_trr_itself():
     # RR lagging ARR says the path is full at the current rate: RFC 3738 (3.2.2.6) sets
     # SSR to max{SSMINR, TRR} there, not P * TRR.
-    feed = Feed(base_mrtt_sample=False)
-    core = feed.core
-    feed.send(0.1, feed.base, 3)
-    feed.epoch(0.5)
-    core.arr = 100.0  # as if the subscribed rate were 100 packets/s
-    feed.send(0.7, 3, 3)
-    feed.epoch(1.0)
-    core.trr = 40.0  # well above SSMINR, so the factor shows
-    feed.send(1.2, 3, 3)  # 1 packet in the full epoch after the join took effect
-    feed.epoch(1.5)
+    core = lagging_after_a_join(trr=40.0).core  # well above SSMINR, so the factor shows
     assert not core.startup and core.startup_reason == "rr_lag"
     assert core.trr > 2 * SSMINR and core.ssr == pytest.approx(core.trr)

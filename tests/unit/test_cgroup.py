@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -297,45 +298,61 @@ ctypes.CDLL(None).pthread_exit(None)
 """
 
 
+TEST_PARENT = "mcclab-test"
+
+
+@contextlib.contextmanager
+def scratch_cgroup(name: str) -> Iterator[Path]:
+    """A cgroup for one test, outside <root>/mcclab: a `mcclab clean` running meanwhile
+    must not take it for a crashed lab's. Killed and removed, with its parent, after."""
+    assert ROOT is not None
+    path = ROOT / TEST_PARENT / f"{name}-{os.getpid()}"
+    assert cgroup.create(path)
+    try:
+        yield path
+    finally:
+        cgroup.kill(path, timeout=5.0)
+        with contextlib.suppress(OSError):
+            (ROOT / TEST_PARENT).rmdir()
+
+
 @pytest.mark.skipif(_usable() is not None, reason=str(_usable()))
 def test_a_process_without_its_main_thread_is_killed_and_its_cgroup_removed():
-    assert ROOT is not None
     for trial in range(3):
-        # Outside <root>/mcclab: a `mcclab clean` running meanwhile must not take it for a
-        # crashed lab's cgroup.
-        path = ROOT / TEST_PARENT / f"headless-{os.getpid()}-{trial}"
-        assert cgroup.create(path)
-        proc = subprocess.Popen(
-            [sys.executable, "-c", HEADLESS], stdout=subprocess.PIPE, text=True,
-            preexec_fn=lambda p=path: cgroup.move(os.getpid(), p))
-        try:
-            assert proc.stdout is not None and proc.stdout.readline() == "up\n"
-            deadline = time.monotonic() + 5.0
-            while proc_stat_fields(proc.pid) is not None and \
-                    proc_stat_fields(proc.pid)[0] != "Z" and time.monotonic() < deadline:
-                time.sleep(0.01)  # until the main thread has exited (the leader shows Z)
-            assert cgroup.members(path) == [proc.pid]
-            assert cgroup.kill(path, timeout=5.0) is True, f"trial {trial}: cgroup left"
-            assert not path.exists()
-            assert proc.wait(timeout=10) == -signal.SIGKILL
-        finally:
-            proc.kill()
-            proc.wait(timeout=10)
-            cgroup.kill(path, timeout=5.0)
-            with contextlib.suppress(OSError):
-                (ROOT / TEST_PARENT).rmdir()
+        with scratch_cgroup(f"headless-{trial}") as path:
+            headless_is_killed(path, trial)
 
 
-TEST_PARENT = "mcclab-test"
+def headless_is_killed(path: Path, trial: int) -> None:
+    """One trial: HEADLESS in cgroup ``path``, killed, the cgroup gone."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HEADLESS], stdout=subprocess.PIPE, text=True,
+        preexec_fn=lambda p=path: cgroup.move(os.getpid(), p))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+        deadline = time.monotonic() + 5.0
+        while proc_stat_fields(proc.pid) is not None and \
+                proc_stat_fields(proc.pid)[0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the main thread has exited (the leader shows Z)
+        assert cgroup.members(path) == [proc.pid]
+        assert cgroup.kill(path, timeout=5.0) is True, f"trial {trial}: cgroup left"
+        assert not path.exists()
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 @pytest.mark.skipif(_usable() is not None, reason=str(_usable()))
 def test_a_listed_pid_is_signalled_only_while_it_is_in_the_cgroup(tmp_path):
     # kill_member checks the process's own cgroup after pinning it with a pidfd: a pid
     # read from cgroup.procs that now belongs to a process elsewhere is left alone.
-    assert ROOT is not None
-    path = ROOT / TEST_PARENT / f"member-{os.getpid()}"
-    assert cgroup.create(path)
+    with scratch_cgroup("member") as path:
+        one_member_signalled(path)
+
+
+def one_member_signalled(path: Path) -> None:
+    """A process inside cgroup ``path`` is signalled, one outside it is not."""
     outside = subprocess.Popen(["sleep", "30"])
     inside = subprocess.Popen(["sleep", "30"],
                               preexec_fn=lambda: cgroup.move(os.getpid(), path))
@@ -350,6 +367,3 @@ def test_a_listed_pid_is_signalled_only_while_it_is_in_the_cgroup(tmp_path):
         inside.kill()
         outside.wait(timeout=10)
         inside.wait(timeout=10)
-        cgroup.kill(path, timeout=5.0)
-        with contextlib.suppress(OSError):
-            (ROOT / TEST_PARENT).rmdir()

@@ -201,7 +201,10 @@ def test_mrtt_jump_between_successive_joins_ends_startup():
     assert not core.startup and core.startup_reason == "mrtt"
 
 
-def test_reception_lagging_arr_ends_startup():
+def lagging_after_a_join(trr: float | None = None) -> Feed:
+    """A receiver in start-up whose RR lags ARR in the full epoch after a join took
+    effect (1 packet where 50 were expected), run to that epoch's end; ``trr`` sets
+    TRR just before it."""
     feed = Feed(base_mrtt_sample=False)
     core = feed.core
     feed.send(0.1, feed.base, 3)
@@ -209,8 +212,15 @@ def test_reception_lagging_arr_ends_startup():
     core.arr = 100.0  # as if the subscribed rate were 100 packets/s
     feed.send(0.7, 3, 3)
     feed.epoch(1.0)
+    if trr is not None:
+        core.trr = trr
     feed.send(1.2, 3, 3)  # 1 packet in the full epoch after the effect, 50 expected
     feed.epoch(1.5)
+    return feed
+
+
+def test_reception_lagging_arr_ends_startup():
+    core = lagging_after_a_join().core
     assert not core.startup and core.startup_reason == "rr_lag"
 
 
