@@ -138,7 +138,16 @@ def _on_sigterm(signum: int, frame: object) -> None:  # noqa: ARG001
 
 
 def pytest_configure(config):  # noqa: ANN001
-    """Install the SIGTERM report (once: pytester's in-process runs keep the outer one)."""
+    """Install the SIGTERM report (once: pytester's in-process runs keep the outer one),
+    and let Ctrl-C through to the commands the tests start.
+
+    A shell without job control starts a background command (``make test &`` in a
+    script) with SIGINT ignored, and every child inherits that: the lab tests' Ctrl-C
+    to a receiver (tests/integration/test_labs_routing.py) then does nothing. With
+    Python's own handler here, the children start with the default action instead.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         _config.append(config)
         signal.signal(signal.SIGTERM, _on_sigterm)

@@ -162,6 +162,28 @@ def test_never_reached():
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
 
 
+CHILD_SIGINT = """
+import subprocess
+import sys
+
+def test_child_sees_the_default_action():
+    probe = "import signal; print(signal.getsignal(signal.SIGINT))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert "default_int_handler" in out.stdout, out.stdout
+"""
+
+
+def test_commands_started_by_tests_take_ctrl_c_when_pytest_started_with_it_ignored(pytester):
+    # `make test &` in a script: the shell ignores SIGINT for it, and a child inherits that
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makepyfile(test_child=CHILD_SIGINT)
+    ignored = ("import signal, sys, pytest; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+               "sys.exit(pytest.main(['-p', 'no:cacheprovider', '-q']))")
+    proc = subprocess.run([sys.executable, "-c", ignored], cwd=pytester.path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_lock_wait_allowance_is_zero_under_ci_and_configurable_elsewhere():
     assert conf.lock_wait_allowance({"CI": "true", conf.LOCK_WAIT_ENV: "900"}) == 0.0
     assert conf.lock_wait_allowance({}) == conf.DEFAULT_LOCK_WAIT
