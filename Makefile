@@ -218,6 +218,8 @@ vagrant-check: $(MCCLAB)
 	$(SUDO) env PYTHONPATH=$(CURDIR) $(PY) -m mcclab.vmcheck.vagrant $(VAGRANTCHECK_ARGS)
 
 lint: $(MCCLAB)
+	@command -v ansible-lint >/dev/null || { echo "error: make lint needs ansible-lint," \
+		"which make setup does not install: apt-get install ansible-lint (Debian 12)" >&2; exit 1; }
 	$(PY) -m ruff check mcclab agents tests bench dashboards labs experiments
 	$(PY) -m dashboards --check
 	$(PY) -m mcclab topo schema --check schema/topology.schema.json
