@@ -765,7 +765,8 @@ def clean(
         console.print(f"left lab {state.lab_id} alone: its owner pid {state.owner_pid} is "
                       "alive ('mcclab clean --all' removes it)", highlight=False)
     console.print(f"removed {len(plan.remove)} lab(s), swept {len(plan.stray_netns)} stray "
-                  f"namespace(s) and {len(plan.stray_ifaces)} stray interface(s)")
+                  f"namespace(s), {len(plan.stray_ifaces)} stray interface(s) and "
+                  f"{len(plan.stray_cgroups)} stray cgroup(s)")
     rest = still_present(plan, only=lab)
     if any(rest.values()):
         err.print(f"[red]still present:[/red] {rest}")

@@ -425,7 +425,7 @@ def test_clean_all_without_a_terminal_or_yes_refuses_and_removes_nothing(monkeyp
 
 def test_clean_reports_what_it_removed_and_what_it_left(monkeypatch):
     plan = st.CleanPlan(remove=[DEAD], keep=[LIVE], stray_netns=["mcl-stray"], stray_ifaces=[],
-                        stray_cgroups=[])
+                        stray_cgroups=["/sys/fs/cgroup/mcclab/a-1", "/sys/fs/cgroup/mcclab/b-2"])
     called: list[bool] = []
     monkeypatch.setattr(st, "clean",
                         lambda everything=False, only=None: called.append(everything) or plan)
@@ -436,7 +436,7 @@ def test_clean_reports_what_it_removed_and_what_it_left(monkeypatch):
     assert called == [False]
     assert "removed lab dead (owner pid 1000, dead)" in result.output
     assert "left lab live alone: its owner pid 1000 is alive" in result.output
-    assert "removed 1 lab(s), swept 1 stray namespace(s) and 0 stray interface(s)" in \
-        result.output
+    assert ("removed 1 lab(s), swept 1 stray namespace(s), 0 stray interface(s) and "
+            "2 stray cgroup(s)") in result.output
     result = CliRunner().invoke(app, ["clean", "--all", "--yes"])
     assert result.exit_code == 0 and called == [False, True]
