@@ -183,11 +183,10 @@ def kill(path: Path, timeout: float = 5.0) -> bool:
     if not path.is_dir():
         return True
     me = os.getpid()
-    if me in members(path):
-        root = find_root()
-        if root is not None:
-            with contextlib.suppress(OSError):
-                move(me, root)
+    root = find_root()  # once: the self-move below and the by-pid kills in the wait
+    if root is not None and me in members(path):
+        with contextlib.suppress(OSError):
+            move(me, root)
     with contextlib.suppress(OSError):
         (path / "cgroup.kill").write_text("1\n")
     started = time.monotonic()
@@ -202,7 +201,6 @@ def kill(path: Path, timeout: float = 5.0) -> bool:
         # thread has already exited while others run on was seen to survive it: what
         # is still listed after a grace period for the kill gets a process-wide SIGKILL.
         if now - started >= KILL_GRACE:
-            root = find_root()
             for pid in members(path):
                 if pid != me:
                     kill_member(pid, path, root)
