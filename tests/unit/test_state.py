@@ -346,13 +346,14 @@ def test_what_clean_could_not_remove_is_reported_cgroups_included(monkeypatch):
     assert st.still_present(plan)["cgroups"] == []
 
 
-def test_clean_fails_when_a_cgroup_is_left(monkeypatch):
+def test_clean_fails_when_a_cgroup_is_left(monkeypatch, tmp_path):
     plan = st.CleanPlan(remove=[DEAD], keep=[], stray_netns=[], stray_ifaces=[],
                         stray_cgroups=[])
     monkeypatch.setattr(st, "clean", lambda everything=False, only=None: plan)
     monkeypatch.setattr(st, "still_present", lambda _plan, only=None: {
         "netns": [], "interfaces": [], "cgroups": ["/cg/mcclab/dead"]})
-    result = CliRunner().invoke(app, ["clean"], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(app, ["clean", "--results", str(tmp_path)],
+                                env={"COLUMNS": "200"})
     assert result.exit_code == 1
     assert "/cg/mcclab/dead" in result.output
 
@@ -412,18 +413,26 @@ def test_preflight_names_who_holds_a_live_lab_and_sends_a_dead_one_to_clean():
     assert leftover_problem({"netns": [], "interfaces": []}, [held]) is None
 
 
-def test_clean_all_without_a_terminal_or_yes_refuses_and_removes_nothing(monkeypatch):
+def test_clean_all_without_a_terminal_or_yes_refuses_and_removes_nothing(monkeypatch,
+                                                                          tmp_path):
     called: list[bool] = []
     monkeypatch.setattr(st, "clean", lambda everything=False, only=None: called.append(everything))
     monkeypatch.setattr("mcclab.lab.live_labs", lambda: [LabState(lab_id="chain3-1",
                                                                   owner_pid=4321)])
-    result = CliRunner().invoke(app, ["clean", "--all"], input="y\n")
+    result = CliRunner().invoke(app, ["clean", "--all", "--results", str(tmp_path)],
+                                input="y\n")
     assert result.exit_code == 2
     assert "--yes" in result.output and "chain3-1" in result.output
     assert called == []
 
 
-def test_clean_reports_what_it_removed_and_what_it_left(monkeypatch):
+def test_clean_reports_what_it_removed_and_what_it_left(monkeypatch, tmp_path):
+    # A run whose runner is gone, in this test's own results folder (never the
+    # repository's: a unit test must not rewrite a user's runs).
+    killed = tmp_path / "exp" / "20261127-000000-dead"
+    killed.mkdir(parents=True)
+    (killed / "run.json").write_text(json.dumps(
+        {"status": "running", "runner_pid": os.getpid(), "runner_start_time": -1}))
     plan = st.CleanPlan(remove=[DEAD], keep=[LIVE], stray_netns=["mcl-stray"], stray_ifaces=[],
                         stray_cgroups=["/sys/fs/cgroup/mcclab/a-1", "/sys/fs/cgroup/mcclab/b-2"])
     called: list[bool] = []
@@ -431,12 +440,15 @@ def test_clean_reports_what_it_removed_and_what_it_left(monkeypatch):
                         lambda everything=False, only=None: called.append(everything) or plan)
     monkeypatch.setattr(st, "still_present", lambda _plan, only=None: {
         "netns": [], "interfaces": [], "cgroups": []})
-    result = CliRunner().invoke(app, ["clean"], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(app, ["clean", "--results", str(tmp_path)],
+                                env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
+    assert f"marked killed (its runner is gone): {killed}" in result.output.replace("\n", "")
+    assert json.loads((killed / "run.json").read_text())["status"] == "killed"
     assert called == [False]
     assert "removed lab dead (owner pid 1000, dead)" in result.output
     assert "left lab live alone: its owner pid 1000 is alive" in result.output
     assert ("removed 1 lab(s), swept 1 stray namespace(s), 0 stray interface(s) and "
             "2 stray cgroup(s)") in result.output
-    result = CliRunner().invoke(app, ["clean", "--all", "--yes"])
+    result = CliRunner().invoke(app, ["clean", "--all", "--yes", "--results", str(tmp_path)])
     assert result.exit_code == 0 and called == [False, True]
