@@ -456,23 +456,43 @@ def list_experiments(
 
 @app.command()
 def sweep(
-    experiment: str = typer.Argument(..., help="experiment name (experiments/NAME.yaml) or file"),
-    sweep_name: str = typer.Option(..., "--sweep", help="the sweep: a key of the spec's sweeps"),
+    experiment: str | None = typer.Argument(
+        None, help="experiment name (experiments/NAME.yaml) or file; not with --resume"),
+    sweep_name: str | None = typer.Option(None, "--sweep",
+                                          help="the sweep: a key of the spec's sweeps"),
     profile: str | None = typer.Option(None, help=_PROFILE_HELP),
     set_: list[str] = typer.Option([], "--set", help="override a key for every run"),
     results: Path = typer.Option(Path("results"), help="where run and sweep folders go"),
     wait: float = typer.Option(0.0, help="seconds each run waits for another lab to finish"),
+    limit: int | None = typer.Option(None, min=1, help="run at most this many points now; "
+                                     "the sweep is then partial, and --resume goes on"),
+    resume: Path | None = typer.Option(None, help="go on with this sweep folder "
+                                       "(results/EXP/sweep-ID): run each point without a "
+                                       "complete run, under the spec, profile and --set it "
+                                       "started with"),
 ) -> None:
     """Run every point of a sweep as an ordinary run; write results/<exp>/sweep-<id>/."""
     from mcclab.analysis.report import build_report
     from mcclab.analysis.sweep_report import build_sweep_report
     from mcclab.catalog import default_profile
     from mcclab.experiment.runner import RunOptions
-    from mcclab.experiment.sweep import SweepOptions, run_sweep
+    from mcclab.experiment.sweep import ResumeError, SweepOptions, resume_sweep, run_sweep
 
+    if resume is not None:
+        if experiment is not None or sweep_name is not None or profile is not None or set_:
+            err.print("[red]--resume takes the experiment, sweep, profile and --set from the "
+                      "sweep folder[/red]: give none of them with it", highlight=False)
+            raise typer.Exit(2)
+        resume = resume.resolve()
+        # The runs go next to the sweep folder: results/<exp>/sweep-<id>.
+        results = resume.parent.parent
+    elif experiment is None or sweep_name is None:
+        err.print("[red]give an experiment and --sweep[/red], or --resume with a sweep folder",
+                  highlight=False)
+        raise typer.Exit(2)
     _mark_killed(results)
     try:
-        profile = profile or default_profile(experiment)
+        profile = profile or (default_profile(experiment) if experiment is not None else None)
     except SpecError as exc:
         err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
         raise typer.Exit(2) from None
@@ -485,25 +505,36 @@ def sweep(
             values = ", ".join(f"{key}={value}" for key, value in point.items())
             bar.console.print(f"[bold]run {k} of {n}[/bold]: {values}", highlight=False)
 
+        options = SweepOptions(
+            run=RunOptions(results=results.resolve(), progress=steps,
+                           announce=bar.console.print, lock_timeout=wait,
+                           analyse=build_report),
+            progress=on_point, sets=set_, report=build_sweep_report, limit=limit)
         try:
-            folder = run_sweep(experiment, sweep_name, profile, SweepOptions(
-                run=RunOptions(results=results.resolve(), progress=steps,
-                               announce=bar.console.print, lock_timeout=wait,
-                               analyse=build_report),
-                progress=on_point, sets=set_, report=build_sweep_report))
+            if resume is not None:
+                folder = resume_sweep(resume, options)
+            else:
+                assert experiment is not None and sweep_name is not None and profile is not None
+                folder = run_sweep(experiment, sweep_name, profile, options)
         except SpecError as exc:
             err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
+            raise typer.Exit(2) from None
+        except ResumeError as exc:
+            err.print(f"[red]cannot resume[/red]: {exc}", highlight=False)
             raise typer.Exit(2) from None
         record = json.loads((folder / "sweep.json").read_text())
         bar.update(overall, completed=len(record["runs"]))
     statuses = [r["status"] for r in record["runs"]]
-    colour = {"complete": "green", "interrupted": "yellow"}.get(record["status"], "red")
+    colour = {"complete": "green", "partial": "green", "interrupted": "yellow"}.get(
+        record["status"], "red")
     console.print(f"[{colour}]sweep {record['status']}[/{colour}]: {len(statuses)} of "
                   f"{record['planned']} runs ({statuses.count('complete')} complete): {folder}")
     _print_trials(folder)
     if (folder / "report.html").exists():
         console.print(f"report: {folder / 'report.html'}")
     if record["status"] != "complete" or any(s != "complete" for s in statuses):
+        console.print(f"go on with: mcclab sweep --resume {folder}", highlight=False)
+    if record["status"] not in ("complete", "partial") or any(s != "complete" for s in statuses):
         raise typer.Exit(1)
 
 

@@ -278,7 +278,8 @@ def select(results: Path, profile: str | None = None,
            experiments: list[str] | None = None, role: str = "verdict",
            ) -> list[tuple[Path, str]]:
     """Per experiment (and per profile unless one is given): the newest complete run or
-    trials sweep, with a note naming any newer one that did not complete; the newest of
+    trials sweep (complete or partial), with a note naming any newer one that did not
+    complete; the newest of
     any status when none completed. ``role='reading'`` picks Linux's TCP runs instead."""
     groups: dict[tuple[str, str], list[tuple[str, str, Path]]] = {}
     for experiment, prof, started, status, folder in candidates(results, role):
@@ -290,7 +291,9 @@ def select(results: Path, profile: str | None = None,
     out = []
     for found in groups.values():
         found.sort(key=lambda item: item[0])
-        complete = [item for item in found if item[1] == "complete"]
+        # A partial trials sweep (stopped at its --limit) is a result: the mean over the
+        # trials it ran, its entry noting how many of the planned ones that is.
+        complete = [item for item in found if item[1] in ("complete", "partial")]
         chosen = complete[-1] if complete else found[-1]
         newer = [f"{folder.name} ({status})" for started, status, folder in found
                  if started > chosen[0]]

@@ -52,12 +52,15 @@ class SweepRecord(BaseModel):
     set: list[str] = Field(default_factory=list, description="the command line's --set")
     over: dict[str, list[Any]]
     figures: list[FigureRef] = Field(default_factory=list)
-    status: str = Field(description="complete, interrupted, failed, or running (still going "
-                                    "or killed)")
+    status: str = Field(description="complete, partial (stopped at its --limit), interrupted, "
+                                    "failed, or running (still going or killed)")
     started: str | None = None
     ended: str | None = None
     planned: int = 0
     runs: list[SweepRunRecord] = Field(default_factory=list)
+    superseded: list[SweepRunRecord] = Field(
+        default_factory=list, description="runs that did not complete and whose point ran "
+                                          "again when the sweep was resumed")
 
 
 @dataclass

@@ -33,7 +33,9 @@ def _banner(sweep: Sweep) -> dict[str, Any] | None:
         return None
     what = {"interrupted": "This sweep was interrupted",
             "failed": "This sweep stopped: the lab could not be brought up",
-            "running": "This sweep has not finished: sweep.json still says 'running'"}.get(
+            "running": "This sweep has not finished: sweep.json still says 'running'",
+            "partial": "This sweep is partial: it stopped at its --limit, and "
+                       "'mcclab sweep --resume' runs the rest"}.get(
                 info.status, f"This sweep is {info.status}")
     css = "failed" if info.status == "failed" else "interrupted"
     return {"css": css, "what": what, "done": len(info.runs), "planned": info.planned}

@@ -11,11 +11,20 @@ leaves a readable record); the report builder the caller passes
 Ctrl-C (or SIGTERM) stops the sweep: the current run is torn down and
 recorded as interrupted by the runner, no further point is started, and the
 sweep folder is written with the runs done.
+
+A long sweep (a paper's 100 trials) need not run in one sitting:
+:attr:`SweepOptions.limit` stops it after that many runs, its status then
+``partial``, and :func:`resume_sweep` goes on with any sweep folder (partial,
+interrupted, failed, or killed with its process) by running each point that has
+no complete run, in the same folder, under the spec, profile and ``--set`` the
+sweep started with. A run that did not complete stays recorded, under
+``superseded``, once its point has run again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -48,6 +57,17 @@ class SweepOptions:
     # mcclab.analysis.sweep_report.build_sweep_report; this package does not import
     # the analysis). None leaves the report to ``mcclab report``.
     report: Callable[[Path], object] | None = None
+    # Run at most this many points now (None: all); the rest wait for resume_sweep.
+    limit: int | None = None
+
+
+class ResumeError(Exception):
+    """A sweep folder that cannot be resumed: unreadable, still running, or its spec changed."""
+
+
+# The file a running sweep holds an flock on, so that a resume can tell a sweep
+# whose process died (the kernel dropped the lock) from one that still runs.
+LOCK_FILE = ".sweep.lock"
 
 
 def new_sweep_dir(results: Path, experiment: str) -> Path:
@@ -112,15 +132,11 @@ def _status_of(run_dir: Path | None) -> str:
 
 
 def run_sweep(name_or_path: str, sweep: str, profile: str, options: SweepOptions) -> Path:
-    """Run every point of a sweep and write the sweep folder; return its path."""
+    """Run the points of a sweep (at most ``options.limit``) into a new sweep folder; return it."""
     base, points = plan(name_or_path, sweep, profile, options.sets)
-    execute = options.execute
-    if execute is None:
-        from mcclab.experiment.runner import execute
     exp = base.experiment
     spec = exp.sweeps[sweep]
-    results = options.run.results
-    folder = new_sweep_dir(results, exp.name)
+    folder = new_sweep_dir(options.run.results, exp.name)
     record: dict[str, Any] = {
         "experiment": exp.name, "sweep": sweep, "sweep_id": folder.name, "profile": profile,
         "description": spec.description, "spec_file": str(find_experiment(name_or_path)),
@@ -129,41 +145,108 @@ def run_sweep(name_or_path: str, sweep: str, profile: str, options: SweepOptions
         "status": "running", "started": datetime.now(UTC).isoformat(), "ended": None,
         "planned": len(points), "runs": [],
     }
-    write_json_atomic(folder / "sweep.json", record)
-    status = "complete"
+    with _held(folder):
+        write_json_atomic(folder / "sweep.json", record)
+        return _run_points(folder, record, points, options)
+
+
+def resume_sweep(folder: Path, options: SweepOptions) -> Path:
+    """Go on with the sweep in ``folder``: run each point without a complete run.
+
+    The points are planned again from the spec file, sweep, profile and ``--set``
+    that ``sweep.json`` records (``options.sets`` is not used). Raises ResumeError
+    when the folder has no readable ``sweep.json``, another process is running the
+    sweep, or the spec's sweep no longer plans the points the record holds; and
+    SpecError when the spec no longer resolves.
+    """
+    path = folder / "sweep.json"
+    try:
+        record = json.loads(path.read_text())
+        name, sweep, profile = record["spec_file"], record["sweep"], record["profile"]
+        sets = [str(s) for s in record.get("set", [])]
+        planned = int(record["planned"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ResumeError(f"{path}: not a readable sweep record ({exc})") from None
+    with _held(folder):
+        _, points = plan(name, sweep, profile, sets)
+        if len(points) != planned:
+            raise ResumeError(
+                f"{folder}: sweep {sweep!r} of {name} now has {len(points)} points and this "
+                f"sweep planned {planned}: the spec changed since it started; start a new "
+                "sweep instead")
+        mine = {_key(point) for point, _ in points}
+        strangers = [r.get("set") for r in record.get("runs", []) if _key(r.get("set")) not in mine]
+        if strangers:
+            raise ResumeError(
+                f"{folder}: the spec's sweep {sweep!r} no longer has the point "
+                f"{strangers[0]} that this sweep ran; start a new sweep instead")
+        return _run_points(folder, record, points, options)
+
+
+def _key(point: object) -> str:
+    """A point's values as one comparable string (a recorded point has been through JSON)."""
+    return json.dumps(point, sort_keys=True, default=str)
+
+
+@contextlib.contextmanager
+def _held(folder: Path) -> Iterator[None]:
+    """Hold the sweep folder's lock while its points run; ResumeError if another process does."""
+    with open(folder / LOCK_FILE, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ResumeError(f"{folder}: another process is running this sweep") from None
+        yield
+
+
+def _run_points(folder: Path, record: dict[str, Any],
+                points: list[tuple[dict[str, Any], Resolved]], options: SweepOptions) -> Path:
+    """Run the points that have no complete run in ``record`` (up to the limit), keeping
+    ``record`` (and ``sweep.json``) in the points' order; then the report."""
+    execute = options.execute
+    if execute is None:
+        from mcclab.experiment.runner import execute
+    # The entry each point has so far; an entry of an earlier attempt that did not
+    # complete moves to "superseded" when its point runs again.
+    entries: list[dict[str, Any] | None] = [None] * len(points)
+    keys = [_key(point) for point, _ in points]
+    for entry in record.get("runs", []):
+        key = _key(entry.get("set"))
+        slot = next((i for i, k in enumerate(keys) if k == key and entries[i] is None), None)
+        if slot is not None:
+            entries[slot] = entry
+    record["status"], record["ended"] = "running", None
+
+    def write() -> None:
+        record["runs"] = [e for e in entries if e is not None]
+        write_json_atomic(folder / "sweep.json", record)
+
+    write()
+    status, ran = "complete", 0
     with _sigterm_as_interrupt():
         for k, (point, resolved) in enumerate(points, start=1):
-            current: dict[str, Path] = {}
-            entry: dict[str, Any] = {"dir": None, "set": point, "status": "failed", "error": None}
-            try:
-                options.progress(k, len(points), point)
-                run_options = replace(options.run, started=partial(current.__setitem__, "dir"))
-                run_dir = execute(resolved, run_options)
-                current["dir"] = run_dir
-                entry["status"] = _status_of(run_dir)
-            except KeyboardInterrupt:
-                entry["status"], entry["error"] = "interrupted", "stopped by Ctrl-C"
-                status = "interrupted"
-            except Exception as exc:  # noqa: BLE001 - recorded; the sweep goes on
-                entry["error"] = f"{type(exc).__name__}: {exc}"
-                if type(exc).__name__ == "PreflightError":
-                    status = "failed"  # the machine cannot run labs: no point going on
-            # A run the lab refused (PreflightError) leaves no folder to point at.
-            if "dir" in current and current["dir"].is_dir():
-                entry["dir"] = os.path.relpath(current["dir"], folder)
-                if entry["status"] == "failed" and current["dir"].is_dir():
-                    entry["status"] = _status_of(current["dir"])
-                    if entry["status"] == "running":
-                        entry["status"] = "failed"
-            if entry["dir"] is not None or entry["status"] != "interrupted":
-                record["runs"].append(entry)
+            before = entries[k - 1]
+            if before is not None and before.get("status") == "complete":
+                continue
+            if options.limit is not None and ran >= options.limit:
+                status = "partial"
+                break
+            ran += 1
+            entry = _run_point(k, len(points), point, resolved, folder, execute, options)
             if entry["status"] == "interrupted":
                 status = "interrupted"
-            write_json_atomic(folder / "sweep.json", record)
+            elif entry["status"] == "failed" and entry["error"] is not None and \
+                    entry["error"].startswith("PreflightError"):
+                status = "failed"  # the machine cannot run labs: no point going on
+            if entry["dir"] is not None or entry["status"] != "interrupted":
+                if before is not None:
+                    record.setdefault("superseded", []).append(before)
+                entries[k - 1] = entry
+            write()
             if status != "complete":
                 break
     record["status"], record["ended"] = status, datetime.now(UTC).isoformat()
-    write_json_atomic(folder / "sweep.json", record)
+    write()
     if options.report is None:
         return folder
     try:
@@ -171,3 +254,29 @@ def run_sweep(name_or_path: str, sweep: str, profile: str, options: SweepOptions
     except Exception as exc:  # noqa: BLE001 - the record stands; `mcclab report` can rebuild
         (folder / "analysis-error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
     return folder
+
+
+def _run_point(k: int, n: int, point: dict[str, Any], resolved: Resolved, folder: Path,
+               execute: Callable[[Resolved, Any], Path], options: SweepOptions
+               ) -> dict[str, Any]:
+    """Run one point (k of n) and return its entry for ``sweep.json``."""
+    current: dict[str, Path] = {}
+    entry: dict[str, Any] = {"dir": None, "set": point, "status": "failed", "error": None}
+    try:
+        options.progress(k, n, point)
+        run_options = replace(options.run, started=partial(current.__setitem__, "dir"))
+        run_dir = execute(resolved, run_options)
+        current["dir"] = run_dir
+        entry["status"] = _status_of(run_dir)
+    except KeyboardInterrupt:
+        entry["status"], entry["error"] = "interrupted", "stopped by Ctrl-C"
+    except Exception as exc:  # noqa: BLE001 - recorded; the sweep goes on
+        entry["error"] = f"{type(exc).__name__}: {exc}"
+    # A run the lab refused (PreflightError) leaves no folder to point at.
+    if "dir" in current and current["dir"].is_dir():
+        entry["dir"] = os.path.relpath(current["dir"], folder)
+        if entry["status"] == "failed":
+            entry["status"] = _status_of(current["dir"])
+            if entry["status"] == "running":
+                entry["status"] = "failed"
+    return entry

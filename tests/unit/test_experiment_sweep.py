@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import re
@@ -22,7 +23,14 @@ from mcclab.analysis.trials import STAT_COLUMNS, read_trials
 from mcclab.experiment.loader import resolve
 from mcclab.experiment.runner import RunOptions, new_run_dir
 from mcclab.experiment.spec import SweepSpec
-from mcclab.experiment.sweep import SweepOptions, plan, run_sweep
+from mcclab.experiment.sweep import (
+    LOCK_FILE,
+    ResumeError,
+    SweepOptions,
+    plan,
+    resume_sweep,
+    run_sweep,
+)
 from mcclab.model.loader import SpecError
 from mcclab.model.units import parse_rate
 
@@ -282,3 +290,132 @@ def test_trials_figure_shows_each_run_and_the_mean(tmp_path, spec):
         trials_quantity(load_sweep(run_sweep(
             spec, "trials", "quick", sweep_options(tmp_path, FakeRunner())[0])),
             tmp_path, label="CBR throughput")
+
+
+# ---- a sweep in several sittings: --limit, then --resume ---------------------------
+
+
+def test_limit_leaves_a_partial_sweep_and_resume_runs_the_rest(tmp_path, spec):
+    runner = FakeRunner()
+    options, progress = sweep_options(tmp_path, runner, sets=["warmup=3s"])
+    # a limit that covers every point is no limit: the sweep is complete
+    options.limit = 4
+    folder = run_sweep(spec, "seeds", "quick", options)
+    record = json.loads((folder / "sweep.json").read_text())
+    assert (record["status"], record["planned"], len(record["runs"])) == ("complete", 4, 4)
+    options.limit = 3
+    folder = run_sweep(spec, "rate", "quick", options)
+    record = json.loads((folder / "sweep.json").read_text())
+    assert (record["status"], len(record["runs"])) == ("partial", 3)
+    page = (folder / "report.html").read_text()
+    assert "This sweep is partial" in page and "3 of 6 runs" in page
+    assert read_trials(folder) is None
+    # resuming takes the record's --set and profile, not the options': warm-up 3 s, quick
+    runner.calls.clear()
+    progress.clear()
+    options.sets, options.limit = ["warmup=7s"], 2
+    assert resume_sweep(folder, options) == folder
+    record = json.loads((folder / "sweep.json").read_text())
+    assert (record["status"], len(record["runs"])) == ("partial", 5)
+    assert [c["warmup"] for c in runner.calls] == [3.0, 3.0]
+    assert [k for k, _, _ in progress] == [4, 5]
+    options.limit = None
+    resume_sweep(folder, options)
+    record = json.loads((folder / "sweep.json").read_text())
+    assert record["status"] == "complete" and "This sweep is" not in (
+        folder / "report.html").read_text()
+    # every point once, in the plan's order, each with its own run folder
+    assert [r["set"] for r in record["runs"]] == [p for p, _ in plan(spec, "rate", "quick", [])[1]]
+    assert len({r["dir"] for r in record["runs"]}) == 6 and "superseded" not in record
+    assert [k for k, _, _ in progress] == [4, 5, 6]
+    # nothing left: a resume runs nothing and the sweep stays complete
+    runner.calls.clear()
+    resume_sweep(folder, options)
+    assert runner.calls == [] and json.loads((folder / "sweep.json").read_text())["status"] == \
+        "complete"
+
+
+def test_resume_runs_again_what_did_not_complete_and_keeps_the_first_attempts(tmp_path, spec):
+    runner = FakeRunner(raise_at={2: RuntimeError("lab broke")}, stop_at=4)
+    options, _ = sweep_options(tmp_path, runner)
+    folder = run_sweep(spec, "seeds", "quick", options)
+    first = json.loads((folder / "sweep.json").read_text())
+    assert first["status"] == "interrupted"
+    assert [r["status"] for r in first["runs"]] == ["complete", "failed", "complete",
+                                                    "interrupted"]
+    runner.calls.clear()
+    runner.raise_at, runner.stop_at = {}, None
+    resume_sweep(folder, options)
+    record = json.loads((folder / "sweep.json").read_text())
+    assert record["status"] == "complete" and len(runner.calls) == 2
+    assert [r["status"] for r in record["runs"]] == ["complete"] * 4
+    # the complete runs of the first sitting are kept as they were
+    assert [record["runs"][i]["dir"] for i in (0, 2)] == [first["runs"][i]["dir"] for i in (0, 2)]
+    # the failed and the interrupted run stay recorded, their folders untouched
+    assert record["superseded"] == [first["runs"][1], first["runs"][3]]
+    assert all((folder / r["dir"]).is_dir() for r in record["superseded"])
+    assert load_sweep(folder).info.superseded[0].status == "failed"
+    # the trials now average four runs (seeds 1-4: 100, 110, 120, 130 kbit/s)
+    stats = read_trials(folder).iloc[0]
+    assert (stats["runs"], stats["missing"]) == (4, 0)
+    assert stats["mean"] == pytest.approx(115e3)
+
+
+def test_a_killed_sweep_resumes_and_a_running_one_does_not(tmp_path, spec):
+    options, _ = sweep_options(tmp_path, FakeRunner())
+    options.limit = 1
+    folder = run_sweep(spec, "seeds", "quick", options)
+    # as a SIGKILL leaves it: the record still says running
+    record = json.loads((folder / "sweep.json").read_text())
+    (folder / "sweep.json").write_text(json.dumps({**record, "status": "running"}))
+    with open(folder / LOCK_FILE) as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a live sweep process holds this
+        with pytest.raises(ResumeError, match="another process is running this sweep"):
+            resume_sweep(folder, options)
+    options.limit = None
+    resume_sweep(folder, options)
+    assert json.loads((folder / "sweep.json").read_text())["status"] == "complete"
+
+
+def test_resume_refuses_a_sweep_its_spec_no_longer_plans(tmp_path, spec):
+    options, _ = sweep_options(tmp_path, FakeRunner())
+    options.limit = 2
+    folder = run_sweep(spec, "seeds", "quick", options)
+    changed = {**SPEC, "sweeps": {**SPEC["sweeps"], "seeds": {"over": {"seed": [1, 2, 3]}}}}
+    Path(spec).write_text(yaml.safe_dump(changed, sort_keys=False))
+    with pytest.raises(ResumeError, match="now has 3 points and this sweep planned 4"):
+        resume_sweep(folder, options)
+    moved = {**SPEC, "sweeps": {**SPEC["sweeps"], "seeds": {"over": {"seed": [5, 6, 7, 8]}}}}
+    Path(spec).write_text(yaml.safe_dump(moved, sort_keys=False))
+    with pytest.raises(ResumeError, match=r"no longer has the point \{'seed': 1\}"):
+        resume_sweep(folder, options)
+    (folder / "sweep.json").write_text("{")
+    with pytest.raises(ResumeError, match="not a readable sweep record"):
+        resume_sweep(folder, options)
+
+
+def test_cli_limit_and_resume(tmp_path, spec, monkeypatch):
+    from typer.testing import CliRunner
+
+    import mcclab.experiment.runner
+
+    monkeypatch.setattr(mcclab.experiment.runner, "execute", FakeRunner())
+    invoke = CliRunner().invoke
+    results = tmp_path / "results"
+    out = invoke(cli.app, ["sweep", spec, "--sweep", "seeds", "--limit", "2",
+                           "--results", str(results)])
+    assert out.exit_code == 0, out.output
+    (folder,) = (results / "sw").glob("sweep-*")
+    assert "sweep partial: 2 of 4 runs" in out.output
+    assert f"go on with: mcclab sweep --resume {folder}" in out.output.replace("\n", "")
+    for wrong in (["sw.yaml", "--resume", str(folder)],
+                  ["--sweep", "seeds", "--resume", str(folder)],
+                  ["--resume", str(folder), "--set", "warmup=2s"], ["--sweep", "seeds"]):
+        bad = invoke(cli.app, ["sweep", *wrong])
+        assert bad.exit_code == 2, (wrong, bad.output)
+    out = invoke(cli.app, ["sweep", "--resume", str(folder)])
+    assert out.exit_code == 0 and "sweep complete: 4 of 4 runs (4 complete)" in out.output
+    assert "go on with" not in out.output
+    assert len(list((results / "sw").glob("sweep-*"))) == 1
+    out = invoke(cli.app, ["sweep", "--resume", str(tmp_path)])
+    assert out.exit_code == 2 and "cannot resume" in out.output

@@ -129,3 +129,19 @@ def test_quantities_without_a_criterion_are_counted_not_tabled(tmp_path):
     (entry,) = load_entries(newest(results))
     assert [r.label for r in entry.rows] == ["steady throughput"] and entry.reported == 1
     assert "and 1 reported without a criterion" in build_index(results).read_text()
+
+
+def test_a_partial_trials_sweep_is_a_result_that_says_how_many_trials_it_holds(tmp_path):
+    results = tmp_path / "results"
+    older = run(results, "webrc-t", "20261121-100000-one", 1.0e6, profile="paper",
+                started="2026-11-21T10:00:00+00:00")
+    sweep = trials(results, "webrc-t", [1.5e6, 2.0e6, 2.5e6])
+    info = json.loads((sweep / "sweep.json").read_text())
+    (sweep / "sweep.json").write_text(json.dumps({**info, "status": "partial", "planned": 8}))
+    assert newest(results, profile="paper") == [sweep]
+    (entry,) = load_entries(newest(results, profile="paper"))
+    assert entry.rows[0].runs == 3 and entry.rows[0].mean == pytest.approx(2.0e6)
+    assert "the sweep is partial: 3 of 8 runs were done" in entry.note
+    # an interrupted one is not: the older single run is shown, the sweep named
+    (sweep / "sweep.json").write_text(json.dumps({**info, "status": "interrupted"}))
+    assert newest(results, profile="paper") == [older]
