@@ -35,7 +35,8 @@ help:
 	@echo "make soak        ~20 min: ORMCC Fig. 4 n=24 over 1000 s, memory and descriptors sampled"
 	@echo "make bench-export ~2 min: peak memory of exporting a run's series, old way and new"
 	@echo "make mutants     ~10 min: mutate each protocol core, its behaviour tests must fail"
-	@echo "make reproduce   every paper experiment (PROFILE=quick|paper), then results/index.html"
+	@echo "make reproduce   every paper experiment (PROFILE=quick|paper), then results/index.html;"
+	@echo "                 RESUME=results/reproduce/ID goes on with one that stopped"
 	@echo "make clean       remove what crashed labs left (labs in use stay: mcclab clean --all)"
 	@echo "make vm-check    slow (~23 min cached, ~30 cold, under QEMU TCG): a Debian 12 VM provisioned with the"
 	@echo "                 playbook, kernel link backend checks inside (docs/vm-check.md)"
@@ -194,7 +195,11 @@ soak: $(MCCLAB)
 # EXPERIMENTS="default stair-fig9" for a subset. `mcclab index` rebuilds the page from
 # results/ alone (docs/reproduce.md).
 reproduce: $(MCCLAB)
+ifdef RESUME
+	$(SUDO) $(MCCLAB) reproduce --resume $(RESUME)
+else
 	$(SUDO) $(MCCLAB) reproduce --profile $(PROFILE) $(foreach e,$(EXPERIMENTS),--experiment $(e))
+endif
 
 # Peak memory of exporting a run's series, the old way (all at once) beside the
 # current one (metric by metric), on synthetic answers shaped like the 1000-s soak

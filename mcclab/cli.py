@@ -626,39 +626,63 @@ def index(
 
 @app.command("reproduce")
 def reproduce(
-    profile: str = typer.Option("quick", help="quick or paper (the paper profile runs "
-                                "the paper's number of trials where it averaged several)"),
+    profile: str | None = typer.Option(None, help="quick (the default) or paper (the paper "
+                                       "profile runs the paper's number of trials where it "
+                                       "averaged several)"),
     experiment: list[str] = typer.Option(
         [], "--experiment", "-e", help="only these experiments (repeatable); "
         "default: every experiment that reproduces a paper result"),
     results: Path = typer.Option(Path("results"), help="where run folders go"),
     wait: float = typer.Option(0.0, help="seconds each run waits for another lab"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and its estimate"),
+    resume: Path | None = typer.Option(None, help="go on with a reproduction that stopped "
+                                       "(results/reproduce/ID): its complete steps are kept, "
+                                       "its trials sweeps resumed, the rest run again"),
 ) -> None:
     """Run every paper experiment one after the other, then write RESULTS/index.html."""
     import os
     import time
 
     from mcclab.analysis.index import build_index
-    from mcclab.reproduce import execute, new_record_dir, plan
+    from mcclab.reproduce import execute, new_record_dir, plan, resume_plan
 
+    earlier = None
     try:
-        steps = plan(profile, experiment or None, results.resolve(), wait=wait)
+        if resume is not None:
+            if profile is not None or experiment:
+                err.print("[red]--resume takes the profile and experiments from the "
+                          "record[/red]: give neither with it", highlight=False)
+                raise typer.Exit(2)
+            try:
+                profile, results, steps, earlier = resume_plan(resume.resolve(), wait=wait)
+            except ValueError as exc:
+                err.print(f"[red]cannot resume[/red]: {exc}", highlight=False)
+                raise typer.Exit(2) from None
+        else:
+            profile = profile or "quick"
+            steps = plan(profile, experiment or None, results.resolve(), wait=wait)
     except SpecError as exc:
         err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
         raise typer.Exit(2) from None
-    estimate = sum(s.estimate_s for s in steps)
+    done = {k for k, old in enumerate((earlier or {}).get("steps", []))
+            if old.get("status") == "complete"}
+    todo = [s for k, s in enumerate(steps) if k not in done]
+    estimate = sum(s.estimate_s for s in todo)
     console.print(f"{len(steps)} experiments, {sum(s.runs for s in steps)} runs, "
-                  f"about {estimate / 60:.0f} min ({profile} profile)")
+                  f"about {estimate / 60:.0f} min ({profile} profile)"
+                  + (f"; {len(done)} complete before, {len(todo)} to go"
+                     if earlier is not None else ""))
     if dry_run:
-        for s in steps:
-            console.print(f"  {s.experiment:28} {s.kind:6} {s.runs:3} run(s) "
-                          f"~{s.estimate_s / 60:5.1f} min", highlight=False)
+        for k, s in enumerate(steps):
+            what = "complete before" if k in done else \
+                f"~{s.estimate_s / 60:5.1f} min" + (" (resumes its sweep)" if s.resumes else "")
+            console.print(f"  {s.experiment:28} {s.kind:6} {s.runs:3} run(s) {what}",
+                          highlight=False)
         return
     if os.geteuid() != 0:
         err.print("[red]mcclab reproduce needs root[/red] (it builds network namespaces)")
         raise typer.Exit(2)
-    record = new_record_dir(results)
+    record = resume.resolve() if resume is not None else new_record_dir(results)
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -667,22 +691,24 @@ def reproduce(
     started = time.monotonic()
     with _progress_bar() as bar:
         overall = bar.add_task("reproduce", total=estimate)
-        done = [0.0]
+        progress = [0.0]
 
         def on_step(k: int, step, outcome) -> None:  # noqa: ANN001
             if outcome is None:
                 bar.update(overall, description=f"{k}/{len(steps)} {step.experiment}"[:40])
                 return
-            done[0] += step.estimate_s
-            bar.update(overall, completed=done[0])
+            progress[0] += step.estimate_s
+            bar.update(overall, completed=progress[0])
             colour = "green" if outcome.status == "complete" else "red"
             bar.console.print(f"[{colour}]{outcome.status}[/{colour}] {step.experiment} "
                               f"({outcome.elapsed_s / 60:.1f} min)", highlight=False)
 
         try:
-            outcomes = execute(steps, results.resolve(), record, on_step)
+            outcomes = execute(steps, results.resolve(), record, on_step, profile=profile,
+                               earlier=earlier)
         except KeyboardInterrupt:
-            err.print(f"[yellow]interrupted[/yellow]; record: {record}")
+            err.print(f"[yellow]interrupted[/yellow]; record: {record}; go on with: "
+                      f"mcclab reproduce --resume {record}", highlight=False)
             build_index(results, profile, [s.experiment for s in steps])
             raise typer.Exit(130) from None
     page = build_index(results, profile, [s.experiment for s in steps])

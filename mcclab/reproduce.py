@@ -12,6 +12,12 @@ Each reproduction is recorded in ``results/reproduce/<id>/``: ``reproduce.json``
 (the plan, each step's folder, exit status and elapsed time) and every step's
 console output in ``logs/``. The index is then built from the result folders
 alone (:mod:`mcclab.analysis.index`), as ``mcclab index`` rebuilds it later.
+
+A reproduction that stopped (Ctrl-C, a crash, a power cut) goes on with
+:func:`resume_plan`: the steps that completed are kept, a trials step whose sweep
+folder exists resumes that sweep (``mcclab sweep --resume``, so its complete
+trials are not run again), and every other step runs again, all recorded in the
+same ``reproduce.json``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -48,6 +54,7 @@ class Step:
     argv: list[str]
     runs: int
     estimate_s: float
+    resumes: str | None = None  # the sweep folder a resumed trials step goes on with
 
 
 @dataclass
@@ -134,25 +141,46 @@ def _stop(proc: subprocess.Popen, grace: float = 120.0) -> None:
 
 
 def execute(steps: list[Step], results: Path, record_dir: Path,
-            on_step: Callable[[int, Step, Outcome | None], None] | None = None) -> list[Outcome]:
+            on_step: Callable[[int, Step, Outcome | None], None] | None = None,
+            profile: str = "", earlier: dict | None = None) -> list[Outcome]:
     """Run the steps one after the other; record them in ``record_dir/reproduce.json``.
 
     ``on_step(k, step, None)`` is called when step k starts and ``on_step(k, step,
     outcome)`` when it ends. A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into
     one by the caller) stops the step in progress cleanly and ends the reproduction.
+    ``earlier`` is the record of a reproduction being resumed (:func:`resume_plan`):
+    its complete steps are kept and not run, the outcomes of the others move to its
+    ``superseded`` list, and the record keeps when each sitting started.
     """
     logs = record_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     outcomes = [Outcome(s.experiment, s.kind, s.argv) for s in steps]
-    record = {"started": datetime.now(UTC).isoformat(), "status": "running",
-              "steps": outcomes}
+    now = datetime.now(UTC).isoformat()
+    record: dict = {"started": now, "status": "running", "profile": profile,
+                    "results": str(results), "steps": outcomes}
+    if earlier is not None:
+        record.update(started=earlier.get("started", now), profile=earlier.get("profile", profile),
+                      sittings=[*earlier.get("sittings", [earlier.get("started", now)]), now],
+                      superseded=list(earlier.get("superseded", [])))
+        for k, old in enumerate(earlier.get("steps", [])[:len(steps)]):
+            if old.get("status") == "complete":
+                outcomes[k] = Outcome(**{key: value for key, value in old.items()
+                                         if key in Outcome.__dataclass_fields__})
+            elif old.get("status") != "not run":
+                record["superseded"].append(old)
     _write(record_dir, record)
     try:
         for k, (step, outcome) in enumerate(zip(steps, outcomes, strict=True), start=1):
+            if outcome.status == "complete":
+                continue  # done in an earlier sitting
             if on_step:
                 on_step(k, step, None)
             before = _folders(results, step.experiment)
             log = logs / f"{k:02d}-{step.experiment}.log"
+            attempt = 1
+            while log.exists():  # an earlier sitting's log of this step stays
+                attempt += 1
+                log = logs / f"{k:02d}-{step.experiment}.{attempt}.log"
             outcome.log = str(log.relative_to(record_dir))
             start = time.monotonic()
             with log.open("wb") as out:
@@ -169,6 +197,8 @@ def execute(steps: list[Step], results: Path, record_dir: Path,
                     outcome.elapsed_s = round(time.monotonic() - start, 1)
                     new = sorted(_folders(results, step.experiment) - before)
                     outcome.folders = [str(results / step.experiment / n) for n in new]
+                    if step.resumes is not None:  # the sweep is not new, but it is this step's
+                        outcome.folders.insert(0, step.resumes)
                     _write(record_dir, record)
             # A sweep's own folder carries the sweep's status; runs are in it too.
             mine = [Path(f) for f in outcome.folders]
@@ -186,6 +216,42 @@ def execute(steps: list[Step], results: Path, record_dir: Path,
         record["ended"] = datetime.now(UTC).isoformat()
         _write(record_dir, record)
     return outcomes
+
+
+def _argv_value(argv: list[str], flag: str) -> str | None:
+    """The value after ``flag`` in a step's command line (records that predate a key)."""
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+
+def resume_plan(record_dir: Path, command: list[str] | None = None, wait: float = 0.0
+                ) -> tuple[str, Path, list[Step], dict]:
+    """What is left of the reproduction recorded in ``record_dir``.
+
+    Returns its profile, results folder, steps and record. The steps are planned
+    again (so a spec broken since stops here, before anything runs, with SpecError);
+    a trials step whose sweep folder exists and did not complete resumes that sweep.
+    Raises ValueError when ``record_dir`` holds no readable ``reproduce.json``.
+    """
+    path = record_dir / "reproduce.json"
+    try:
+        record = json.loads(path.read_text())
+        old_steps = list(record["steps"])
+        first = old_steps[0]["argv"] if old_steps else []
+        profile = record.get("profile") or _argv_value(first, "--profile")
+        results = record.get("results") or _argv_value(first, "--results")
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"{path}: not a readable reproduction record ({exc})") from None
+    if not profile or not results:
+        raise ValueError(f"{path}: the record names no profile or results folder")
+    command = command or [sys.executable, "-m", "mcclab"]
+    steps = plan(profile, [str(s["experiment"]) for s in old_steps], Path(results), command,
+                 wait)
+    for k, (step, old) in enumerate(zip(steps, old_steps, strict=True)):
+        sweeps = [f for f in old.get("folders", []) if (Path(f) / "sweep.json").is_file()]
+        if step.kind == "trials" and old.get("status") != "complete" and sweeps:
+            argv = [*command, "sweep", "--resume", sweeps[0], "--wait", f"{wait:g}"]
+            steps[k] = replace(step, argv=argv, resumes=sweeps[0])
+    return profile, Path(results), steps, record
 
 
 def _write(record_dir: Path, record: dict) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 
 from mcclab.model.loader import SpecError
-from mcclab.reproduce import Step, execute, paper_experiments, plan
+from mcclab.reproduce import Step, execute, paper_experiments, plan, resume_plan
 
 
 def test_paper_experiments_leave_out_lab_checks():
@@ -76,3 +78,107 @@ def test_execute_records_every_step_and_goes_on_after_a_failure(tmp_path):
     saved = json.loads((record / "reproduce.json").read_text())
     assert saved["status"] == "complete" and len(saved["steps"]) == 3
     assert (record / saved["steps"][2]["log"]).read_text().strip() == "ran b"
+
+
+# ---- a reproduction in several sittings -------------------------------------------
+
+
+def test_resume_keeps_complete_steps_resumes_sweeps_and_runs_the_rest(tmp_path):
+    results, record = tmp_path / "results", tmp_path / "record"
+    results.mkdir()
+    record.mkdir()
+    steps = plan("paper", ["default", "ormcc-table2-n6", "stair-fig9", "webrc-fig4"], results,
+                 command=["mcclab"])
+    # the first sitting: default complete, Table II's sweep stopped at its 4th trial,
+    # stair-fig9 failed, webrc-fig4's sweep never got a folder (Ctrl-C as it started)
+    sweep = results / "ormcc-table2-n6" / "sweep-20261127-000000-abcd"
+    sweep.mkdir(parents=True)
+    (sweep / "sweep.json").write_text(json.dumps({"status": "interrupted"}))
+    first = {"started": "2026-11-27T00:00:00+00:00", "status": "interrupted",
+             "profile": "paper", "results": str(results), "steps": [
+                 {"experiment": "default", "kind": "run", "argv": steps[0].argv,
+                  "exit_code": 0, "folders": [str(results / "default" / "r1")],
+                  "status": "complete", "elapsed_s": 60.0, "log": "logs/01-default.log"},
+                 {"experiment": "ormcc-table2-n6", "kind": "trials", "argv": steps[1].argv,
+                  "exit_code": 130, "folders": [str(sweep)], "status": "interrupted",
+                  "elapsed_s": 99.0, "log": "logs/02-ormcc-table2-n6.log"},
+                 {"experiment": "stair-fig9", "kind": "run", "argv": steps[2].argv,
+                  "exit_code": 1, "folders": [], "status": "failed", "elapsed_s": 5.0,
+                  "log": "logs/03-stair-fig9.log"},
+                 {"experiment": "webrc-fig4", "kind": "trials", "argv": steps[3].argv,
+                  "exit_code": None, "folders": [], "status": "not run", "elapsed_s": 0.0,
+                  "log": ""}]}
+    (record / "reproduce.json").write_text(json.dumps(first))
+    profile, where, again, earlier = resume_plan(record, command=["mcclab"])
+    assert (profile, where) == ("paper", results)
+    assert [s.argv for s in again][0] == steps[0].argv
+    assert again[1].argv == ["mcclab", "sweep", "--resume", str(sweep), "--wait", "0"]
+    assert again[1].resumes == str(sweep)
+    assert again[2].argv == steps[2].argv and again[3].argv == steps[3].argv
+    # the second sitting, with fake commands: each writes a run, the sweep's resume
+    # completes its sweep
+    (record / "logs").mkdir()
+    (record / "logs" / "02-ormcc-table2-n6.log").write_text("first sitting\n")
+    fakes = [
+        again[0],
+        replace(again[1], argv=[sys.executable, "-c", (
+            f"import json, pathlib; p = pathlib.Path({str(sweep / 'sweep.json')!r}); "
+            "p.write_text(json.dumps({'status': 'complete'}))")]),
+        replace(again[2], argv=[sys.executable, "-c", FAKE, str(results), "stair-fig9",
+                                "complete", "0"]),
+        replace(again[3], argv=[sys.executable, "-c", FAKE, str(results), "webrc-fig4",
+                                "complete", "0"]),
+    ]
+    seen: list[str] = []
+    outcomes = execute(fakes, results, record, lambda k, s, o: seen.append(s.experiment),
+                       profile="paper", earlier=earlier)
+    # default was not run again; the others were, once each
+    assert "default" not in seen
+    assert [o.status for o in outcomes] == ["complete"] * 4
+    assert outcomes[0].elapsed_s == 60.0 and outcomes[0].log == "logs/01-default.log"
+    assert outcomes[1].folders == [str(sweep)]
+    saved = json.loads((record / "reproduce.json").read_text())
+    assert saved["status"] == "complete" and saved["started"] == first["started"]
+    assert saved["sittings"][0] == first["started"] and len(saved["sittings"]) == 2
+    assert [s["status"] for s in saved["superseded"]] == ["interrupted", "failed"]
+    # the first sitting's log of the resumed step is kept beside the new one
+    assert (record / "logs" / "02-ormcc-table2-n6.log").read_text() == "first sitting\n"
+    assert saved["steps"][1]["log"] == "logs/02-ormcc-table2-n6.2.log"
+    # nothing left: planning again finds every step complete
+    _, _, _, last = resume_plan(record, command=["mcclab"])
+    assert all(s["status"] == "complete" for s in last["steps"])
+
+
+def test_resume_of_an_older_record_reads_profile_and_results_from_its_commands(tmp_path):
+    steps = plan("quick", ["default"], tmp_path / "r", command=["mcclab"])
+    (tmp_path / "reproduce.json").write_text(json.dumps({"steps": [
+        {"experiment": "default", "kind": "run", "argv": steps[0].argv, "status": "failed"}]}))
+    profile, results, again, _ = resume_plan(tmp_path, command=["mcclab"])
+    assert (profile, results, again[0].argv) == ("quick", tmp_path / "r", steps[0].argv)
+    (tmp_path / "reproduce.json").write_text("{")
+    with pytest.raises(ValueError, match="not a readable reproduction record"):
+        resume_plan(tmp_path)
+
+
+def test_cli_resume_refuses_other_choices_and_a_missing_record(tmp_path):
+    from typer.testing import CliRunner
+
+    from mcclab.cli import app
+
+    invoke = CliRunner().invoke
+    for extra in (["--profile", "paper"], ["-e", "default"]):
+        out = invoke(app, ["reproduce", "--resume", str(tmp_path), *extra])
+        assert out.exit_code == 2 and "--resume takes the profile" in out.output
+    out = invoke(app, ["reproduce", "--resume", str(tmp_path)])
+    assert out.exit_code == 2 and "cannot resume" in out.output
+    steps = plan("quick", ["default", "stair-fig9"], tmp_path / "r", command=["mcclab"])
+    (tmp_path / "reproduce.json").write_text(json.dumps({"steps": [
+        {"experiment": "default", "kind": "run", "argv": steps[0].argv, "status": "complete"},
+        {"experiment": "stair-fig9", "kind": "run", "argv": steps[1].argv,
+         "status": "failed"}]}))
+    out = invoke(app, ["reproduce", "--resume", str(tmp_path), "--dry-run"],
+                 env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "1 complete before, 1 to go" in out.output
+    assert re.search(r"default .* complete before", out.output)
+    assert re.search(r"stair-fig9 .* min", out.output)
