@@ -96,6 +96,7 @@ class Entry:
     reported: int = 0  # quantities the spec reports without a criterion: left to the report
     tcp_model: str | None = None  # the paper's TCP model the verdict ran under
     reading: Reading | None = None  # Linux's default TCP, the second reading
+    planned: int | None = None  # a trials sweep's planned runs (its rows' runs are out of it)
 
     def report(self, root: Path) -> str | None:
         """The entry's report.html relative to ``root``, when it exists."""
@@ -174,7 +175,8 @@ def _trials_entry(folder: Path) -> Entry:
     info = sweep.info
     entry = Entry(experiment=info.experiment, paper=OTHER, reference="", folder=folder,
                   kind="trials", profile=info.profile, status=info.status,
-                  started=info.started or "", note="; ".join(sweep.notes))
+                  started=info.started or "", note="; ".join(sweep.notes),
+                  planned=info.planned or None)
     first = next((p for p in sweep.points if p.run is not None and p.summary is not None), None)
     if first is None:
         entry.note = entry.note or "no readable run"

@@ -142,6 +142,9 @@ def test_a_partial_trials_sweep_is_a_result_that_says_how_many_trials_it_holds(t
     (entry,) = load_entries(newest(results, profile="paper"))
     assert entry.rows[0].runs == 3 and entry.rows[0].mean == pytest.approx(2.0e6)
     assert "the sweep is partial: 3 of 8 runs were done" in entry.note
+    # the runs column counts out of the planned trials; a single run's shows its count
+    page = build_index(results, "paper").read_text()
+    assert '<td class="num">3 of 8</td>' in page and "paper · trials · partial" in page
     # an interrupted one is not: the older single run is shown, the sweep named
     (sweep / "sweep.json").write_text(json.dumps({**info, "status": "interrupted"}))
     assert newest(results, profile="paper") == [older]
