@@ -527,13 +527,16 @@ def sweep(
     statuses = [r["status"] for r in record["runs"]]
     colour = {"complete": "green", "partial": "green", "interrupted": "yellow"}.get(
         record["status"], "red")
+    # soft_wrap: a path broken over two lines cannot be pasted back
     console.print(f"[{colour}]sweep {record['status']}[/{colour}]: {len(statuses)} of "
-                  f"{record['planned']} runs ({statuses.count('complete')} complete): {folder}")
+                  f"{record['planned']} runs ({statuses.count('complete')} complete): {folder}",
+                  soft_wrap=True)
     _print_trials(folder)
     if (folder / "report.html").exists():
         console.print(f"report: {folder / 'report.html'}")
     if record["status"] != "complete" or any(s != "complete" for s in statuses):
-        console.print(f"go on with: mcclab sweep --resume {folder}", highlight=False)
+        console.print(f"go on with: mcclab sweep --resume {folder}", highlight=False,
+                      soft_wrap=True)
     if record["status"] not in ("complete", "partial") or any(s != "complete" for s in statuses):
         raise typer.Exit(1)
 
@@ -708,7 +711,7 @@ def reproduce(
                                earlier=earlier)
         except KeyboardInterrupt:
             err.print(f"[yellow]interrupted[/yellow]; record: {record}; go on with: "
-                      f"mcclab reproduce --resume {record}", highlight=False)
+                      f"mcclab reproduce --resume {record}", highlight=False, soft_wrap=True)
             build_index(results, profile, [s.experiment for s in steps])
             raise typer.Exit(130) from None
     page = build_index(results, profile, [s.experiment for s in steps])

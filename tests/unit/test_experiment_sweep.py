@@ -407,7 +407,8 @@ def test_cli_limit_and_resume(tmp_path, spec, monkeypatch):
     assert out.exit_code == 0, out.output
     (folder,) = (results / "sw").glob("sweep-*")
     assert "sweep partial: 2 of 4 runs" in out.output
-    assert f"go on with: mcclab sweep --resume {folder}" in out.output.replace("\n", "")
+    # on one line, however long the path, so that it can be pasted back
+    assert f"go on with: mcclab sweep --resume {folder}\n" in out.output
     for wrong in (["sw.yaml", "--resume", str(folder)],
                   ["--sweep", "seeds", "--resume", str(folder)],
                   ["--resume", str(folder), "--set", "warmup=2s"], ["--sweep", "seeds"]):
