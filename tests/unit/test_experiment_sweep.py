@@ -310,7 +310,7 @@ def test_limit_leaves_a_partial_sweep_and_resume_runs_the_rest(tmp_path, spec):
     page = (folder / "report.html").read_text()
     assert "This sweep is partial" in page and "3 of 6 runs" in page
     assert read_trials(folder) is None
-    # resuming takes the record's --set and profile, not the options': warm-up 3 s, quick
+    # resuming takes the record's --set, not the options': warm-up 3 s, not 7
     runner.calls.clear()
     progress.clear()
     options.sets, options.limit = ["warmup=7s"], 2
