@@ -647,7 +647,7 @@ def reproduce(
     import time
 
     from mcclab.analysis.index import build_index
-    from mcclab.reproduce import execute, new_record_dir, plan, resume_plan
+    from mcclab.reproduce import completed, execute, new_record_dir, plan, resume_plan
 
     earlier = None
     try:
@@ -667,8 +667,7 @@ def reproduce(
     except SpecError as exc:
         err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
         raise typer.Exit(2) from None
-    done = {k for k, old in enumerate((earlier or {}).get("steps", []))
-            if old.get("status") == "complete"}
+    done = completed(earlier)
     todo = [s for k, s in enumerate(steps) if k not in done]
     estimate = sum(s.estimate_s for s in todo)
     console.print(f"{len(steps)} experiments, {sum(s.runs for s in steps)} runs, "

@@ -162,8 +162,9 @@ def execute(steps: list[Step], results: Path, record_dir: Path,
         record.update(started=earlier.get("started", now), profile=earlier.get("profile", profile),
                       sittings=[*earlier.get("sittings", [earlier.get("started", now)]), now],
                       superseded=list(earlier.get("superseded", [])))
+        done = completed(earlier)
         for k, old in enumerate(earlier.get("steps", [])[:len(steps)]):
-            if old.get("status") == "complete":
+            if k in done:
                 outcomes[k] = Outcome(**{key: value for key, value in old.items()
                                          if key in Outcome.__dataclass_fields__})
             elif old.get("status") != "not run":
@@ -218,6 +219,12 @@ def execute(steps: list[Step], results: Path, record_dir: Path,
     return outcomes
 
 
+def completed(record: dict | None) -> set[int]:
+    """The indices of the steps a reproduction's record (``reproduce.json``) has complete."""
+    steps = (record or {}).get("steps", [])
+    return {k for k, old in enumerate(steps) if old.get("status") == "complete"}
+
+
 def _argv_value(argv: list[str], flag: str) -> str | None:
     """The value after ``flag`` in a step's command line (records that predate a key)."""
     return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
@@ -246,9 +253,10 @@ def resume_plan(record_dir: Path, command: list[str] | None = None, wait: float 
     command = command or [sys.executable, "-m", "mcclab"]
     steps = plan(profile, [str(s["experiment"]) for s in old_steps], Path(results), command,
                  wait)
+    done = completed(record)
     for k, (step, old) in enumerate(zip(steps, old_steps, strict=True)):
         sweeps = [f for f in old.get("folders", []) if (Path(f) / "sweep.json").is_file()]
-        if step.kind == "trials" and old.get("status") != "complete" and sweeps:
+        if step.kind == "trials" and k not in done and sweeps:
             argv = [*command, "sweep", "--resume", sweeps[0], "--wait", f"{wait:g}"]
             steps[k] = replace(step, argv=argv, resumes=sweeps[0])
     return profile, Path(results), steps, record

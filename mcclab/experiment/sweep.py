@@ -174,12 +174,6 @@ def resume_sweep(folder: Path, options: SweepOptions) -> Path:
                 f"{folder}: sweep {sweep!r} of {name} now has {len(points)} points and this "
                 f"sweep planned {planned}: the spec changed since it started; start a new "
                 "sweep instead")
-        mine = {_key(point) for point, _ in points}
-        strangers = [r.get("set") for r in record.get("runs", []) if _key(r.get("set")) not in mine]
-        if strangers:
-            raise ResumeError(
-                f"{folder}: the spec's sweep {sweep!r} no longer has the point "
-                f"{strangers[0]} that this sweep ran; start a new sweep instead")
         return _run_points(folder, record, points, options)
 
 
@@ -202,7 +196,11 @@ def _held(folder: Path) -> Iterator[None]:
 def _run_points(folder: Path, record: dict[str, Any],
                 points: list[tuple[dict[str, Any], Resolved]], options: SweepOptions) -> Path:
     """Run the points that have no complete run in ``record`` (up to the limit), keeping
-    ``record`` (and ``sweep.json``) in the points' order; then the report."""
+    ``record`` (and ``sweep.json``) in the points' order; then the report.
+
+    Raises ResumeError, before anything is written, when ``record`` lists a run of a
+    point that ``points`` no longer has.
+    """
     execute = options.execute
     if execute is None:
         from mcclab.experiment.runner import execute
@@ -213,8 +211,11 @@ def _run_points(folder: Path, record: dict[str, Any],
     for entry in record.get("runs", []):
         key = _key(entry.get("set"))
         slot = next((i for i, k in enumerate(keys) if k == key and entries[i] is None), None)
-        if slot is not None:
-            entries[slot] = entry
+        if slot is None:
+            raise ResumeError(
+                f"{folder}: the spec's sweep {record.get('sweep')!r} no longer has the point "
+                f"{entry.get('set')} that this sweep ran; start a new sweep instead")
+        entries[slot] = entry
     record["status"], record["ended"] = "running", None
 
     def write() -> None:
@@ -232,11 +233,11 @@ def _run_points(folder: Path, record: dict[str, Any],
                 status = "partial"
                 break
             ran += 1
-            entry = _run_point(k, len(points), point, resolved, folder, execute, options)
+            entry, refused = _run_point(k, len(points), point, resolved, folder, execute,
+                                        options)
             if entry["status"] == "interrupted":
                 status = "interrupted"
-            elif entry["status"] == "failed" and entry["error"] is not None and \
-                    entry["error"].startswith("PreflightError"):
+            elif refused:
                 status = "failed"  # the machine cannot run labs: no point going on
             if entry["dir"] is not None or entry["status"] != "interrupted":
                 if before is not None:
@@ -258,9 +259,11 @@ def _run_points(folder: Path, record: dict[str, Any],
 
 def _run_point(k: int, n: int, point: dict[str, Any], resolved: Resolved, folder: Path,
                execute: Callable[[Resolved, Any], Path], options: SweepOptions
-               ) -> dict[str, Any]:
-    """Run one point (k of n) and return its entry for ``sweep.json``."""
+               ) -> tuple[dict[str, Any], bool]:
+    """Run one point (k of n): its entry for ``sweep.json``, and whether the lab refused to
+    start (PreflightError: the machine cannot run labs)."""
     current: dict[str, Path] = {}
+    refused = False
     entry: dict[str, Any] = {"dir": None, "set": point, "status": "failed", "error": None}
     try:
         options.progress(k, n, point)
@@ -272,6 +275,7 @@ def _run_point(k: int, n: int, point: dict[str, Any], resolved: Resolved, folder
         entry["status"], entry["error"] = "interrupted", "stopped by Ctrl-C"
     except Exception as exc:  # noqa: BLE001 - recorded; the sweep goes on
         entry["error"] = f"{type(exc).__name__}: {exc}"
+        refused = type(exc).__name__ == "PreflightError"
     # A run the lab refused (PreflightError) leaves no folder to point at.
     if "dir" in current and current["dir"].is_dir():
         entry["dir"] = os.path.relpath(current["dir"], folder)
@@ -279,4 +283,4 @@ def _run_point(k: int, n: int, point: dict[str, Any], resolved: Resolved, folder
             entry["status"] = _status_of(current["dir"])
             if entry["status"] == "running":
                 entry["status"] = "failed"
-    return entry
+    return entry, refused
