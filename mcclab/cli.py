@@ -462,7 +462,8 @@ def sweep(
                                           help="the sweep: a key of the spec's sweeps"),
     profile: str | None = typer.Option(None, help=_PROFILE_HELP),
     set_: list[str] = typer.Option([], "--set", help="override a key for every run"),
-    results: Path = typer.Option(Path("results"), help="where run and sweep folders go"),
+    results: Path | None = typer.Option(
+        None, help="where run and sweep folders go [default: results]; not with --resume"),
     wait: float = typer.Option(0.0, help="seconds each run waits for another lab to finish"),
     limit: int | None = typer.Option(None, min=1, help="run at most this many points now; "
                                      "the sweep is then partial, and --resume goes on"),
@@ -479,23 +480,27 @@ def sweep(
     from mcclab.experiment.sweep import ResumeError, SweepOptions, resume_sweep, run_sweep
 
     if resume is not None:
-        if experiment is not None or sweep_name is not None or profile is not None or set_:
-            err.print("[red]--resume takes the experiment, sweep, profile and --set from the "
-                      "sweep folder[/red]: give none of them with it", highlight=False)
+        given = (experiment, sweep_name, profile, results)
+        if any(v is not None for v in given) or set_:
+            err.print("[red]--resume takes the experiment, sweep, profile, --set and results "
+                      "folder from the sweep folder[/red]: give none of them with it",
+                      highlight=False)
             raise typer.Exit(2)
         resume = resume.resolve()
         # The runs go next to the sweep folder: results/<exp>/sweep-<id>.
         results = resume.parent.parent
-    elif experiment is None or sweep_name is None:
-        err.print("[red]give an experiment and --sweep[/red], or --resume with a sweep folder",
-                  highlight=False)
-        raise typer.Exit(2)
+    else:
+        if experiment is None or sweep_name is None:
+            err.print("[red]give an experiment and --sweep[/red], or --resume with a sweep "
+                      "folder", highlight=False)
+            raise typer.Exit(2)
+        results = results if results is not None else Path("results")
+        try:
+            profile = profile or default_profile(experiment)
+        except SpecError as exc:
+            err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
+            raise typer.Exit(2) from None
     _mark_killed(results)
-    try:
-        profile = profile or (default_profile(experiment) if experiment is not None else None)
-    except SpecError as exc:
-        err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
     with _progress_bar() as bar:
         steps = _StepProgress(bar)
         overall = bar.add_task("sweep", total=None)

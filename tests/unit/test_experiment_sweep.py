@@ -411,7 +411,8 @@ def test_cli_limit_and_resume(tmp_path, spec, monkeypatch):
     assert f"go on with: mcclab sweep --resume {folder}\n" in out.output
     for wrong in (["sw.yaml", "--resume", str(folder)],
                   ["--sweep", "seeds", "--resume", str(folder)],
-                  ["--resume", str(folder), "--set", "warmup=2s"], ["--sweep", "seeds"]):
+                  ["--resume", str(folder), "--set", "warmup=2s"], ["--sweep", "seeds"],
+                  ["--resume", str(folder), "--results", str(tmp_path / "elsewhere")]):
         bad = invoke(cli.app, ["sweep", *wrong])
         assert bad.exit_code == 2, (wrong, bad.output)
     out = invoke(cli.app, ["sweep", "--resume", str(folder)])
