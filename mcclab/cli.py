@@ -471,13 +471,23 @@ def sweep(
                                        "(results/EXP/sweep-ID): run each point without a "
                                        "complete run, under the spec, profile and --set it "
                                        "started with"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the points, which are "
+                                 "complete, and the time estimate; run nothing"),
 ) -> None:
     """Run every point of a sweep as an ordinary run; write results/<exp>/sweep-<id>/."""
     from mcclab.analysis.report import build_report
     from mcclab.analysis.sweep_report import build_sweep_report
     from mcclab.catalog import default_profile
     from mcclab.experiment.runner import RunOptions
-    from mcclab.experiment.sweep import ResumeError, SweepOptions, resume_sweep, run_sweep
+    from mcclab.experiment.sweep import (
+        ResumeError,
+        SweepOptions,
+        preview,
+        preview_resume,
+        resume_sweep,
+        run_sweep,
+        running_elsewhere,
+    )
 
     if resume is not None:
         given = (experiment, sweep_name, profile, results)
@@ -500,6 +510,37 @@ def sweep(
         except SpecError as exc:
             err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
             raise typer.Exit(2) from None
+    # The plan and its estimate, before anything runs (a spec or record that cannot
+    # run stops here).
+    try:
+        if resume is not None:
+            planned = preview_resume(resume)
+        else:
+            assert experiment is not None and sweep_name is not None and profile is not None
+            planned = preview(experiment, sweep_name, profile, set_)
+    except SpecError as exc:
+        err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except ResumeError as exc:
+        err.print(f"[red]cannot resume[/red]: {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    todo = [p for p in planned if not p.complete]
+    now = todo[:limit] if limit is not None else todo
+    console.print(f"{len(planned)} points, {len(planned) - len(todo)} complete; "
+                  f"{len(now)} to run now, about {sum(p.estimate_s for p in now) / 60:.0f} min"
+                  + (f" ({len(todo) - len(now)} left for a resume)" if len(now) < len(todo)
+                     else ""), highlight=False)
+    if dry_run:
+        for p in planned:
+            values = ", ".join(f"{key}={value}" for key, value in p.point.items())
+            what = "complete" if p.complete else f"~{p.estimate_s / 60:.1f} min" + (
+                "" if p in now else " (beyond --limit)")
+            console.print(f"  run {p.k} of {p.n}: {values}  {what}", highlight=False)
+        if resume is not None and running_elsewhere(resume):
+            console.print("another process is running this sweep now: its current point "
+                          "is not complete yet", highlight=False)
+        return
+    left = {p.k: sum(q.estimate_s for q in now if q.k >= p.k) for p in now}
     _mark_killed(results)
     with _progress_bar() as bar:
         steps = _StepProgress(bar)
@@ -508,7 +549,8 @@ def sweep(
         def on_point(k: int, n: int, point: dict) -> None:
             bar.update(overall, completed=k - 1, total=n, description=f"run {k} of {n}")
             values = ", ".join(f"{key}={value}" for key, value in point.items())
-            bar.console.print(f"[bold]run {k} of {n}[/bold]: {values}", highlight=False)
+            eta = f" (about {left[k] / 60:.0f} min left)" if k in left else ""
+            bar.console.print(f"[bold]run {k} of {n}[/bold]: {values}{eta}", highlight=False)
 
         options = SweepOptions(
             run=RunOptions(results=results.resolve(), progress=steps,

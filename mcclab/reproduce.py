@@ -33,15 +33,12 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from mcclab.experiment.estimate import run_estimate_s
 from mcclab.experiment.loader import EXPERIMENTS, resolve
 from mcclab.jsonfile import write_json_atomic
 from mcclab.model.loader import read_yaml
 
 TRIALS_SWEEP = "trials"
-# A rough cost of bringing a lab up and down, for the estimate printed before a
-# reproduction starts: a fixed part plus a part per node.
-BRINGUP_FIXED_S = 25.0
-BRINGUP_PER_NODE_S = 0.5
 LAB_CHECK = "lab check"
 
 
@@ -103,8 +100,7 @@ def plan(profile: str, experiments: list[str] | None = None, results: Path = Pat
             runs = 1
             argv = [*command, "run", name, *common]
             kind = "run"
-        one = exp.duration + BRINGUP_FIXED_S + BRINGUP_PER_NODE_S * len(res.topology.nodes)
-        steps.append(Step(name, kind, argv, runs, runs * one))
+        steps.append(Step(name, kind, argv, runs, runs * run_estimate_s(res)))
     return steps
 
 

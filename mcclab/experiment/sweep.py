@@ -37,6 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from mcclab.experiment.estimate import run_estimate_s
 from mcclab.experiment.loader import Resolved, find_experiment, resolve
 from mcclab.jsonfile import write_json_atomic
 from mcclab.model.loader import SpecError
@@ -159,22 +160,81 @@ def resume_sweep(folder: Path, options: SweepOptions) -> Path:
     sweep, or the spec's sweep no longer plans the points the record holds; and
     SpecError when the spec no longer resolves.
     """
+    record = _read_record(folder)
+    with _held(folder):
+        return _run_points(folder, record, _replan(folder, record), options)
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    """One point of a sweep as a dry run shows it: run k of n, its values, its estimate,
+    and whether the sweep folder already holds a complete run of it."""
+
+    k: int
+    n: int
+    point: dict[str, Any]
+    estimate_s: float
+    complete: bool
+
+
+def preview(name_or_path: str, sweep: str, profile: str, sets: list[str]
+            ) -> list[PlannedPoint]:
+    """The points a new sweep would run, with their estimates (SpecError if one is bad)."""
+    _, points = plan(name_or_path, sweep, profile, sets)
+    return _planned(points, [None] * len(points))
+
+
+def preview_resume(folder: Path) -> list[PlannedPoint]:
+    """The points of the sweep in ``folder``, which of them are complete, and the estimates
+    of the rest; ResumeError or SpecError as :func:`resume_sweep` would raise them."""
+    record = _read_record(folder)
+    points = _replan(folder, record)
+    return _planned(points, _place(folder, record, points))
+
+
+def running_elsewhere(folder: Path) -> bool:
+    """Whether another process holds the sweep folder's lock (runs its points now)."""
+    try:
+        with _held(folder):
+            return False
+    except ResumeError:
+        return True
+
+
+def _planned(points: list[tuple[dict[str, Any], Resolved]],
+             entries: list[dict[str, Any] | None]) -> list[PlannedPoint]:
+    n = len(points)
+    return [PlannedPoint(k, n, point, run_estimate_s(resolved),
+                         entry is not None and entry.get("status") == "complete")
+            for k, ((point, resolved), entry) in enumerate(zip(points, entries, strict=True),
+                                                          start=1)]
+
+
+def _read_record(folder: Path) -> dict[str, Any]:
+    """``sweep.json`` of ``folder``, checked for what a resume needs (ResumeError if not)."""
     path = folder / "sweep.json"
     try:
         record = json.loads(path.read_text())
-        name, sweep, profile = record["spec_file"], record["sweep"], record["profile"]
-        sets = [str(s) for s in record.get("set", [])]
-        planned = int(record["planned"])
+        for key in ("spec_file", "sweep", "profile"):
+            str(record[key])
+        int(record["planned"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ResumeError(f"{path}: not a readable sweep record ({exc})") from None
-    with _held(folder):
-        _, points = plan(name, sweep, profile, sets)
-        if len(points) != planned:
-            raise ResumeError(
-                f"{folder}: sweep {sweep!r} of {name} now has {len(points)} points and this "
-                f"sweep planned {planned}: the spec changed since it started; start a new "
-                "sweep instead")
-        return _run_points(folder, record, points, options)
+    return record
+
+
+def _replan(folder: Path, record: dict[str, Any]) -> list[tuple[dict[str, Any], Resolved]]:
+    """The points planned again from the record; ResumeError if their number changed."""
+    name, sweep = str(record["spec_file"]), str(record["sweep"])
+    sets = [str(s) for s in record.get("set", [])]
+    _, points = plan(name, sweep, str(record["profile"]), sets)
+    planned = int(record["planned"])
+    if len(points) != planned:
+        raise ResumeError(
+            f"{folder}: sweep {sweep!r} of {name} now has {len(points)} points and this "
+            f"sweep planned {planned}: the spec changed since it started; start a new "
+            "sweep instead")
+    return points
 
 
 def _key(point: object) -> str:
@@ -206,16 +266,7 @@ def _run_points(folder: Path, record: dict[str, Any],
         from mcclab.experiment.runner import execute
     # The entry each point has so far; an entry of an earlier attempt that did not
     # complete moves to "superseded" when its point runs again.
-    entries: list[dict[str, Any] | None] = [None] * len(points)
-    keys = [_key(point) for point, _ in points]
-    for entry in record.get("runs", []):
-        key = _key(entry.get("set"))
-        slot = next((i for i, k in enumerate(keys) if k == key and entries[i] is None), None)
-        if slot is None:
-            raise ResumeError(
-                f"{folder}: the spec's sweep {record.get('sweep')!r} no longer has the point "
-                f"{entry.get('set')} that this sweep ran; start a new sweep instead")
-        entries[slot] = entry
+    entries = _place(folder, record, points)
     record["status"], record["ended"] = "running", None
 
     def write() -> None:
@@ -255,6 +306,24 @@ def _run_points(folder: Path, record: dict[str, Any],
     except Exception as exc:  # noqa: BLE001 - the record stands; `mcclab report` can rebuild
         (folder / "analysis-error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
     return folder
+
+
+def _place(folder: Path, record: dict[str, Any],
+           points: list[tuple[dict[str, Any], Resolved]]) -> list[dict[str, Any] | None]:
+    """The entry of ``record`` each point has so far (None: not run yet), in the points'
+    order; ResumeError when ``record`` lists a run of a point that ``points`` does not have.
+    """
+    entries: list[dict[str, Any] | None] = [None] * len(points)
+    keys = [_key(point) for point, _ in points]
+    for entry in record.get("runs", []):
+        key = _key(entry.get("set"))
+        slot = next((i for i, k in enumerate(keys) if k == key and entries[i] is None), None)
+        if slot is None:
+            raise ResumeError(
+                f"{folder}: the spec's sweep {record.get('sweep')!r} no longer has the point "
+                f"{entry.get('set')} that this sweep ran; start a new sweep instead")
+        entries[slot] = entry
+    return entries
 
 
 def _run_point(k: int, n: int, point: dict[str, Any], resolved: Resolved, folder: Path,

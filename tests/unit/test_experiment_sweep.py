@@ -421,3 +421,75 @@ def test_cli_limit_and_resume(tmp_path, spec, monkeypatch):
     assert len(list((results / "sw").glob("sweep-*"))) == 1
     out = invoke(cli.app, ["sweep", "--resume", str(tmp_path)])
     assert out.exit_code == 2 and "cannot resume" in out.output
+
+
+def test_preview_shows_each_point_its_estimate_and_what_is_complete(tmp_path, spec):
+    from mcclab.experiment.estimate import BRINGUP_FIXED_S, BRINGUP_PER_NODE_S
+    from mcclab.experiment.sweep import preview, preview_resume
+
+    planned = preview(spec, "rate", "quick", [])
+    assert [(p.k, p.n) for p in planned] == [(k, 6) for k in range(1, 7)]
+    assert [p.point for p in planned] == SweepSpec(**SPEC["sweeps"]["rate"]).points()
+    assert not any(p.complete for p in planned)
+    nodes = len(resolve(spec, "quick").topology.nodes)
+    # each point's own duration (10 s or 20 s) plus the bring-up allowance
+    for p in planned:
+        seconds = float(p.point["duration"].rstrip("s"))
+        assert p.estimate_s == pytest.approx(seconds + BRINGUP_FIXED_S
+                                             + BRINGUP_PER_NODE_S * nodes)
+    options, _ = sweep_options(tmp_path, FakeRunner())
+    options.limit = 2
+    folder = run_sweep(spec, "seeds", "quick", options)
+    shown = preview_resume(folder)
+    assert [p.complete for p in shown] == [True, True, False, False]
+    assert [p.point for p in shown] == [{"seed": s} for s in (1, 2, 3, 4)]
+    # a point whose run was interrupted is recorded, and still to run
+    options, _ = sweep_options(tmp_path, FakeRunner(stop_at=2))
+    folder = run_sweep(spec, "seeds", "quick", options)
+    assert [r["status"] for r in json.loads((folder / "sweep.json").read_text())["runs"]] \
+        == ["complete", "interrupted"]
+    assert [p.complete for p in preview_resume(folder)] == [True, False, False, False]
+
+
+def test_a_sweep_whose_lock_is_held_runs_elsewhere(tmp_path, spec):
+    from mcclab.experiment.sweep import running_elsewhere
+
+    options, _ = sweep_options(tmp_path, FakeRunner())
+    options.limit = 1
+    folder = run_sweep(spec, "seeds", "quick", options)
+    assert not running_elsewhere(folder)
+    with open(folder / LOCK_FILE) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert running_elsewhere(folder)
+    assert not running_elsewhere(folder)
+
+
+def test_cli_dry_run_runs_nothing_and_a_run_says_how_long_is_left(tmp_path, spec,
+                                                                   monkeypatch):
+    from typer.testing import CliRunner
+
+    import mcclab.experiment.runner
+
+    runner = FakeRunner()
+    monkeypatch.setattr(mcclab.experiment.runner, "execute", runner)
+    invoke = CliRunner().invoke
+    results = tmp_path / "results"
+    out = invoke(cli.app, ["sweep", spec, "--sweep", "seeds", "--dry-run", "--limit", "3",
+                           "--results", str(results)])
+    assert out.exit_code == 0, out.output
+    assert runner.calls == [] and not (results / "sw").exists()
+    one = 20 + 25 + 0.5 * len(resolve(spec, "quick").topology.nodes)  # 20-s runs
+    assert f"4 points, 0 complete; 3 to run now, about {3 * one / 60:.0f} min (1 left " \
+        "for a resume)" in out.output
+    assert "run 4 of 4: seed=4  ~" in out.output and "(beyond --limit)" in out.output
+    out = invoke(cli.app, ["sweep", spec, "--sweep", "seeds", "--limit", "2",
+                           "--results", str(results)])
+    assert out.exit_code == 0, out.output
+    assert f"run 1 of 4: seed=1 (about {2 * one / 60:.0f} min left)" in out.output
+    assert f"run 2 of 4: seed=2 (about {one / 60:.0f} min left)" in out.output
+    (folder,) = (results / "sw").glob("sweep-*")
+    out = invoke(cli.app, ["sweep", "--resume", str(folder), "--dry-run"])
+    assert out.exit_code == 0, out.output
+    assert "4 points, 2 complete; 2 to run now" in out.output
+    assert "run 2 of 4: seed=2  complete" in out.output
+    assert len(runner.calls) == 2
