@@ -215,8 +215,9 @@ def _read_record(folder: Path) -> dict[str, Any]:
     path = folder / "sweep.json"
     try:
         record = json.loads(path.read_text())
-        for key in ("spec_file", "sweep", "profile"):
-            str(record[key])
+        missing = [k for k in ("spec_file", "sweep", "profile", "planned") if k not in record]
+        if missing:
+            raise KeyError(", ".join(missing))
         int(record["planned"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ResumeError(f"{path}: not a readable sweep record ({exc})") from None
