@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -18,6 +19,9 @@ from mcclab.audit import register as register_audit_commands
 from mcclab.labs.cli import register as register_lab_commands
 from mcclab.model.loader import SpecError, load_topology
 from mcclab.testbed.cli import register as register_testbed_commands
+
+if TYPE_CHECKING:  # imported where used: the CLI starts without the sweep module
+    from mcclab.experiment.sweep import PlannedPoint
 
 app = typer.Typer(help="Multicast congestion-control lab.", no_args_is_help=True)
 topo_app = typer.Typer(help="Inspect and validate topology files.", no_args_is_help=True)
@@ -510,27 +514,21 @@ def sweep(
         except SpecError as exc:
             err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
             raise typer.Exit(2) from None
-    # The plan and its estimate, before anything runs (a spec or record that cannot
-    # run stops here).
-    try:
-        if resume is not None:
-            planned = preview_resume(resume)
-        else:
-            assert experiment is not None and sweep_name is not None and profile is not None
-            planned = preview(experiment, sweep_name, profile, set_)
-    except SpecError as exc:
-        err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except ResumeError as exc:
-        err.print(f"[red]cannot resume[/red]: {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    todo = [p for p in planned if not p.complete]
-    now = todo[:limit] if limit is not None else todo
-    console.print(f"{len(planned)} points, {len(planned) - len(todo)} complete; "
-                  f"{len(now)} to run now, about {sum(p.estimate_s for p in now) / 60:.0f} min"
-                  + (f" ({len(todo) - len(now)} left for a resume)" if len(now) < len(todo)
-                     else ""), highlight=False)
     if dry_run:
+        try:
+            if resume is not None:
+                planned = preview_resume(resume)
+            else:
+                assert experiment is not None and sweep_name is not None and profile is not None
+                planned = preview(experiment, sweep_name, profile, set_)
+        except SpecError as exc:
+            err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
+            raise typer.Exit(2) from None
+        except ResumeError as exc:
+            err.print(f"[red]cannot resume[/red]: {exc}", highlight=False)
+            raise typer.Exit(2) from None
+        header, now = _sweep_plan(planned, limit)
+        console.print(header, highlight=False)
         for p in planned:
             values = ", ".join(f"{key}={value}" for key, value in p.point.items())
             what = "complete" if p.complete else f"~{p.estimate_s / 60:.1f} min" + (
@@ -540,11 +538,16 @@ def sweep(
             console.print("another process is running this sweep now: its current point "
                           "is not complete yet", highlight=False)
         return
-    left = {p.k: sum(q.estimate_s for q in now if q.k >= p.k) for p in now}
+    left: dict[int, float] = {}  # run k -> seconds left from its start, this sitting
     _mark_killed(results)
     with _progress_bar() as bar:
         steps = _StepProgress(bar)
         overall = bar.add_task("sweep", total=None)
+
+        def on_plan(planned: list[PlannedPoint]) -> None:
+            header, now = _sweep_plan(planned, limit)
+            bar.console.print(header, highlight=False)
+            left.update({p.k: sum(q.estimate_s for q in now if q.k >= p.k) for p in now})
 
         def on_point(k: int, n: int, point: dict) -> None:
             bar.update(overall, completed=k - 1, total=n, description=f"run {k} of {n}")
@@ -556,7 +559,8 @@ def sweep(
             run=RunOptions(results=results.resolve(), progress=steps,
                            announce=bar.console.print, lock_timeout=wait,
                            analyse=build_report),
-            progress=on_point, sets=set_, report=build_sweep_report, limit=limit)
+            progress=on_point, sets=set_, report=build_sweep_report, limit=limit,
+            planned=on_plan)
         try:
             if resume is not None:
                 folder = resume_sweep(resume, options)
@@ -586,6 +590,19 @@ def sweep(
                       soft_wrap=True)
     if record["status"] not in ("complete", "partial") or any(s != "complete" for s in statuses):
         raise typer.Exit(1)
+
+
+def _sweep_plan(planned: list[PlannedPoint], limit: int | None
+                ) -> tuple[str, list[PlannedPoint]]:
+    """The line a sweep prints before its first run (points, complete, to run now and
+    the estimate) and the points of ``planned`` it runs now."""
+    todo = [p for p in planned if not p.complete]
+    now = todo[:limit] if limit is not None else todo
+    header = (f"{len(planned)} points, {len(planned) - len(todo)} complete; {len(now)} to run "
+              f"now, about {sum(p.estimate_s for p in now) / 60:.0f} min"
+              + (f" ({len(todo) - len(now)} left for a resume)" if len(now) < len(todo)
+                 else ""))
+    return header, now
 
 
 def _print_trials(folder: Path) -> None:

@@ -40,6 +40,7 @@ from typing import Any
 from mcclab.experiment.estimate import run_estimate_s
 from mcclab.experiment.loader import Resolved, find_experiment, resolve
 from mcclab.jsonfile import write_json_atomic
+from mcclab.lab import PreflightError
 from mcclab.model.loader import SpecError
 
 
@@ -60,6 +61,9 @@ class SweepOptions:
     report: Callable[[Path], object] | None = None
     # Run at most this many points now (None: all); the rest wait for resume_sweep.
     limit: int | None = None
+    # The plan (every point, which are complete, each estimate) once the sweep holds
+    # its folder, before the first run: what ``mcclab sweep`` prints as its estimate.
+    planned: Callable[[list[PlannedPoint]], None] = lambda planned: None
 
 
 class ResumeError(Exception):
@@ -268,6 +272,7 @@ def _run_points(folder: Path, record: dict[str, Any],
     # The entry each point has so far; an entry of an earlier attempt that did not
     # complete moves to "superseded" when its point runs again.
     entries = _place(folder, record, points)
+    options.planned(_planned(points, entries))
     record["status"], record["ended"] = "running", None
 
     def write() -> None:
@@ -345,7 +350,7 @@ def _run_point(k: int, n: int, point: dict[str, Any], resolved: Resolved, folder
         entry["status"], entry["error"] = "interrupted", "stopped by Ctrl-C"
     except Exception as exc:  # noqa: BLE001 - recorded; the sweep goes on
         entry["error"] = f"{type(exc).__name__}: {exc}"
-        refused = type(exc).__name__ == "PreflightError"
+        refused = isinstance(exc, PreflightError)
     # A run the lab refused (PreflightError) leaves no folder to point at.
     if "dir" in current and current["dir"].is_dir():
         entry["dir"] = os.path.relpath(current["dir"], folder)
