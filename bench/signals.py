@@ -202,6 +202,15 @@ def lab_left(lab: dict) -> list[str]:
     return left
 
 
+def clean_up(runner: Runner) -> None:
+    """`mcclab clean --lab` for this case's own lab, if it left anything (no other
+    lab is touched)."""
+    lab_id = runner.lab.get("lab_id") or runner.lab_id()
+    if lab_id and ((STATE_ROOT / lab_id).exists() or (runner.lab and lab_left(runner.lab))):
+        subprocess.run(MCCLAB + ["clean", "--lab", lab_id], capture_output=True,
+                       text=True, timeout=300, cwd=REPO, check=False)
+
+
 def report_builds(run: Path) -> bool:
     """`mcclab report RUN` succeeds and writes report.html from the folder alone."""
     page = run / "report.html"
@@ -259,11 +268,17 @@ def _run_case(sig: signal.Signals, phase: str, results: Path, wait: float,
         outcome.exit_code = runner.finish()
         outcome.exit_seconds = round(time.monotonic() - signalled, 1)
     finally:
+        # An exception here (the test's timeout, Ctrl-C): stop the runner as a user
+        # would, and remove what it left, so later labs on the machine can start.
         if runner.proc.poll() is None:
-            os.killpg(runner.proc.pid, signal.SIGKILL)
-            runner.proc.wait()
+            runner.signal(signal.SIGTERM)
+            runner.finish(timeout=60.0)
+            clean_up(runner)
     outcome.output = runner.output()
     outcome.lab_left = lab_left(runner.lab)
+    if outcome.lab_left:
+        # recorded as a failure above; the leftovers must not refuse the next case
+        clean_up(runner)
     run = outcome.run_dir = runner.run_dir()
     if run is None or not (run / "run.json").is_file():
         outcome.status = "no folder"

@@ -4,7 +4,9 @@ Under ``CI=true`` (the CI machine has every feature the lab tests need) a skippe
 ``root`` test fails the run, with its skip reason: a lab test that silently did
 not run is not a pass. A SIGTERM (the watchdog ``timeout`` around ``make test``
 in .ci/run) stops the session after naming the test that was running and
-printing every thread's stack, so a wedged lab says where it wedged.
+printing every thread's stack, so a wedged lab says where it wedged. A crashed
+lab's leftovers, which would refuse every lab test, stop the session before any
+test runs.
 """
 
 from __future__ import annotations
@@ -56,6 +58,18 @@ def ci_skip_failure(env: Mapping[str, str], is_root: bool, skipped: bool, xfail:
     return CI_SKIP_PREFIX + (reason or "no reason given")
 
 
+def crash_leftovers() -> str | None:
+    """Why no lab can start now: a crashed lab's namespaces or interfaces, or None.
+
+    A lab in use (its owner runs) is not a reason: lab tests queue for the lock.
+    """
+    from mcclab.lab import leftover_problem, live_labs
+    from mcclab.state import leftovers
+
+    live = live_labs()
+    return None if live else leftover_problem(leftovers(), live)
+
+
 def lock_wait_allowance(env: Mapping[str, str]) -> float:
     """Seconds added to every ``root`` test's timeout for queueing behind other labs.
 
@@ -96,6 +110,23 @@ def pytest_collection_modifyitems(config, items):  # noqa: ANN001
         if "root" in item.keywords:
             # under CI=true pytest_runtest_makereport turns this skip into a failure
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_collection_finish(session):  # noqa: ANN001
+    """Stop before any test when a crashed lab's leftovers would refuse every lab test.
+
+    Each would be refused in turn, and one that queues for the lab waits out its
+    timeout first: one message now says more. Only where lab tests run (selected,
+    and not skipped by the gate).
+    """
+    labs = [i for i in session.items if "root" in i.keywords
+            and not any(m.name == "skip" for m in i.iter_markers())]
+    if not labs:
+        return
+    leftover = crash_leftovers()
+    if leftover is not None:
+        pytest.exit(f"no lab test can run: {leftover} (left before this session started; "
+                    "no test ran)", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.hookimpl(hookwrapper=True)

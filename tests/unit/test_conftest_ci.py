@@ -90,11 +90,14 @@ def sandbox(pytester):
     return pytester
 
 
-def gate_says(pytester, reason: str | None) -> None:
-    """Make the sandbox's collection gate answer ``reason`` whatever this machine has."""
+def gate_says(pytester, reason: str | None, leftover: str | None = None) -> None:
+    """Make the sandbox's collection gate answer ``reason``, and its check for a crashed
+    lab's leftovers ``leftover``, whatever this machine has."""
     conftest = pytester.path / "conftest.py"
     conftest.write_text(conftest.read_text() + f"\n\ndef gate_reason(*args):\n"
-                                                f"    return {reason!r}\n")
+                                                f"    return {reason!r}\n"
+                                                f"\n\ndef crash_leftovers():\n"
+                                                f"    return {leftover!r}\n")
 
 
 def test_under_ci_root_skips_fail_with_their_reason(sandbox, monkeypatch):
@@ -124,6 +127,53 @@ def test_under_ci_the_collection_gate_fails_every_root_test(sandbox, monkeypatch
     result.stdout.fnmatch_lines(["*test_root_passes*may not skip*needs root to create network*"])
     monkeypatch.delenv("CI")
     sandbox.runpytest().assert_outcomes(skipped=5)
+
+
+LEFTOVER = ("a crashed mcclab lab was not cleaned up (7 namespaces, 0 interfaces): "
+            "run 'mcclab clean'")
+
+
+@pytest.mark.parametrize("ci", [True, False])
+def test_a_crashed_labs_leftovers_stop_the_session_before_any_test(sandbox, monkeypatch, ci):
+    # CI once ran 69 lab tests into the same refusal, one after another, over 28 min
+    gate_says(sandbox, None, LEFTOVER)
+    if ci:
+        monkeypatch.setenv("CI", "true")
+    else:
+        monkeypatch.delenv("CI", raising=False)
+    result = sandbox.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["*no lab test can run: a crashed mcclab lab was not cleaned up"
+                                 "*mcclab clean*no test ran*"])
+    result.assert_outcomes()
+
+
+def test_leftovers_do_not_stop_a_session_without_lab_tests(sandbox):
+    gate_says(sandbox, None, LEFTOVER)
+    sandbox.runpytest("-m", "not root").assert_outcomes(passed=0, skipped=1, deselected=4)
+
+
+def test_leftovers_are_not_checked_where_lab_tests_cannot_run(sandbox, monkeypatch):
+    gate_says(sandbox, "needs root to create network namespaces", LEFTOVER)
+    monkeypatch.delenv("CI", raising=False)
+    sandbox.runpytest().assert_outcomes(skipped=5)
+
+
+def test_crash_leftovers_names_only_a_crashed_labs_leftovers(monkeypatch):
+    import mcclab.lab
+    import mcclab.state
+
+    found = {"netns": ["mcl-r0", "mcl-h1"], "interfaces": []}
+    monkeypatch.setattr(mcclab.state, "leftovers", lambda: found)
+    monkeypatch.setattr(mcclab.lab, "live_labs", lambda: [])
+    assert conf.crash_leftovers() == ("a crashed mcclab lab was not cleaned up "
+                                      "(2 namespaces, 0 interfaces): run 'mcclab clean'")
+    # another engineer's lab in use: lab tests queue for it, no reason to stop
+    monkeypatch.setattr(mcclab.lab, "live_labs", lambda: ["a lab in use"])
+    assert conf.crash_leftovers() is None
+    monkeypatch.setattr(mcclab.lab, "live_labs", lambda: [])
+    found["netns"] = []
+    assert conf.crash_leftovers() is None
 
 
 def test_sigterm_names_the_hung_test_fails_it_and_stops(pytester):
