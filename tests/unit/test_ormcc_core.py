@@ -339,3 +339,16 @@ def test_expired_check_still_samples_t_cr_when_the_same_cr_answers():
     assert s.cr_valid and s.tcr.mean == pytest.approx(7.0)
     s.on_feedback(40.0, ci(1, 1e6, 39.9), "p")  # no check ran since: no new sample
     assert s.tcr.samples == 1
+
+
+def test_expired_check_answered_by_another_receiver_gives_no_t_cr_sample():
+    # the paper's rule, kept: only the CR's own CIs time T^cr. With a too-short
+    # estimate this is the trap of docs/ormcc.md (Known misses, Fig. 4 at n = 16)
+    s = sender_with_cr(rid=1, trac=1e6)
+    s.rate = 2e6
+    s.on_timer(20.0, INCREASE)
+    s.on_timer(25.0, CR_CHECK)
+    s.on_feedback(27.0, ci(2, 0.9e6, 26.5), "q")
+    assert s.cr == 2 and s.cr_valid and s.tcr.mean is None
+    s.on_feedback(28.0, ci(1, 1e6, 27.9), "p")  # the old CR, now too late
+    assert s.tcr.samples == 0
