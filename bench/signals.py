@@ -202,11 +202,14 @@ def lab_left(lab: dict) -> list[str]:
     return left
 
 
-def clean_up(runner: Runner) -> None:
+def clean_up(runner: Runner, left: list[str] | None = None) -> None:
     """`mcclab clean --lab` for this case's own lab, if it left anything (no other
-    lab is touched)."""
+    lab is touched). ``left``: what :func:`lab_left` found just now, if it ran."""
     lab_id = runner.lab.get("lab_id") or runner.lab_id()
-    if lab_id and ((STATE_ROOT / lab_id).exists() or (runner.lab and lab_left(runner.lab))):
+    if not lab_id:
+        return
+    if (STATE_ROOT / lab_id).exists() or (
+            runner.lab and (left if left is not None else lab_left(runner.lab))):
         subprocess.run(MCCLAB + ["clean", "--lab", lab_id], capture_output=True,
                        text=True, timeout=300, cwd=REPO, check=False)
 
@@ -278,7 +281,7 @@ def _run_case(sig: signal.Signals, phase: str, results: Path, wait: float,
     outcome.lab_left = lab_left(runner.lab)
     if outcome.lab_left:
         # recorded as a failure above; the leftovers must not refuse the next case
-        clean_up(runner)
+        clean_up(runner, outcome.lab_left)
     run = outcome.run_dir = runner.run_dir()
     if run is None or not (run / "run.json").is_file():
         outcome.status = "no folder"

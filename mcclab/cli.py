@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -484,7 +485,6 @@ def sweep(
     from mcclab.catalog import default_profile
     from mcclab.experiment.runner import RunOptions
     from mcclab.experiment.sweep import (
-        ResumeError,
         SweepOptions,
         preview,
         preview_resume,
@@ -515,25 +515,19 @@ def sweep(
             err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
             raise typer.Exit(2) from None
     if dry_run:
-        try:
+        with _sweep_refusals():
             if resume is not None:
                 planned = preview_resume(resume)
             else:
                 assert experiment is not None and sweep_name is not None and profile is not None
                 planned = preview(experiment, sweep_name, profile, set_)
-        except SpecError as exc:
-            err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
-            raise typer.Exit(2) from None
-        except ResumeError as exc:
-            err.print(f"[red]cannot resume[/red]: {exc}", highlight=False)
-            raise typer.Exit(2) from None
         header, now = _sweep_plan(planned, limit)
         console.print(header, highlight=False)
         for p in planned:
-            values = ", ".join(f"{key}={value}" for key, value in p.point.items())
             what = "complete" if p.complete else f"~{p.estimate_s / 60:.1f} min" + (
                 "" if p in now else " (beyond --limit)")
-            console.print(f"  run {p.k} of {p.n}: {values}  {what}", highlight=False)
+            console.print(f"  run {p.k} of {p.n}: {_point_text(p.point)}  {what}",
+                          highlight=False)
         if resume is not None and running_elsewhere(resume):
             console.print("another process is running this sweep now: its current point "
                           "is not complete yet", highlight=False)
@@ -551,9 +545,9 @@ def sweep(
 
         def on_point(k: int, n: int, point: dict) -> None:
             bar.update(overall, completed=k - 1, total=n, description=f"run {k} of {n}")
-            values = ", ".join(f"{key}={value}" for key, value in point.items())
             eta = f" (about {left[k] / 60:.0f} min left)" if k in left else ""
-            bar.console.print(f"[bold]run {k} of {n}[/bold]: {values}{eta}", highlight=False)
+            bar.console.print(f"[bold]run {k} of {n}[/bold]: {_point_text(point)}{eta}",
+                              highlight=False)
 
         options = SweepOptions(
             run=RunOptions(results=results.resolve(), progress=steps,
@@ -561,18 +555,12 @@ def sweep(
                            analyse=build_report),
             progress=on_point, sets=set_, report=build_sweep_report, limit=limit,
             planned=on_plan)
-        try:
+        with _sweep_refusals():
             if resume is not None:
                 folder = resume_sweep(resume, options)
             else:
                 assert experiment is not None and sweep_name is not None and profile is not None
                 folder = run_sweep(experiment, sweep_name, profile, options)
-        except SpecError as exc:
-            err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
-            raise typer.Exit(2) from None
-        except ResumeError as exc:
-            err.print(f"[red]cannot resume[/red]: {exc}", highlight=False)
-            raise typer.Exit(2) from None
         record = json.loads((folder / "sweep.json").read_text())
         bar.update(overall, completed=len(record["runs"]))
     statuses = [r["status"] for r in record["runs"]]
@@ -590,6 +578,26 @@ def sweep(
                       soft_wrap=True)
     if record["status"] not in ("complete", "partial") or any(s != "complete" for s in statuses):
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _sweep_refusals() -> Iterator[None]:
+    """Exit 2, saying why, when a sweep's spec is invalid or its folder cannot resume."""
+    from mcclab.experiment.sweep import ResumeError
+
+    try:
+        yield
+    except SpecError as exc:
+        err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except ResumeError as exc:
+        err.print(f"[red]cannot resume[/red]: {exc}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _point_text(point: dict) -> str:
+    """A sweep point as the CLI shows it: ``key=value, ...``."""
+    return ", ".join(f"{key}={value}" for key, value in point.items())
 
 
 def _sweep_plan(planned: list[PlannedPoint], limit: int | None
