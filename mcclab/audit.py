@@ -33,6 +33,7 @@ from rich.table import Table
 
 from mcclab.model.loader import SpecError
 from mcclab.model.quantities import accepted_band
+from mcclab.refuse import alert
 
 REPO = Path(__file__).resolve().parents[1]
 ALLOWLIST = Path(__file__).with_name("audit_allowlist.yaml")
@@ -411,7 +412,7 @@ def bands_command(
         console.print(f"[red]allowlist entry matches nothing:[/red] {entry.flag} "
                       f"{entry.experiment} / {entry.label}", highlight=False)
     for message in errors:
-        console.print(f"[red]cannot load[/red] {message}", highlight=False)
+        console.print(alert("cannot load", message, sep=" "), highlight=False)
     if errors or stale or any(i.open_flags for i in items):
         raise typer.Exit(1)
 

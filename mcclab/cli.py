@@ -19,6 +19,7 @@ from rich.table import Table
 from mcclab.audit import register as register_audit_commands
 from mcclab.labs.cli import register as register_lab_commands
 from mcclab.model.loader import SpecError, load_topology
+from mcclab.refuse import alert, refuse
 from mcclab.testbed.cli import register as register_testbed_commands
 
 if TYPE_CHECKING:  # imported where used: the CLI starts without the sweep module
@@ -58,8 +59,7 @@ def _load(path: Path):  # noqa: ANN202
     try:
         return load_topology(path)
     except SpecError as exc:
-        err.print(f"[red]invalid topology[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "invalid topology", exc, code=2)
 
 
 @topo_app.command("validate")
@@ -71,11 +71,11 @@ def topo_validate(
     for path in files:
         try:
             topo = load_topology(path)
-            console.print(f"[green]ok[/green] {path}: {len(topo.nodes)} nodes, "
-                          f"{len(topo.links)} links")
+            console.print(alert("ok", f"{path}: {len(topo.nodes)} nodes, {len(topo.links)} links",
+                                sep=" ", style="green"))
         except SpecError as exc:
             bad += 1
-            err.print(str(exc), highlight=False)
+            err.print(str(exc), highlight=False, markup=False)
     if bad:
         raise typer.Exit(2)
 
@@ -94,7 +94,8 @@ def topo_show(
         console.print(dot_graph(topo), highlight=False, markup=False)
         return
     plan = plan_addresses(topo)
-    console.print(f"[bold]{topo.name}[/bold] {topo.reference}\n{topo.description}".strip())
+    console.print(alert(topo.name, f"{topo.reference}\n{topo.description}".rstrip(), sep=" ",
+                        style="bold"))
     nodes = Table("node", "kind", "addresses", "control", title="Nodes")
     for name, node in topo.nodes.items():
         addrs = ", ".join(str(i.address) for i in plan.interfaces.get(name, []))
@@ -157,13 +158,11 @@ def _export(write) -> None:  # noqa: ANN001
     try:
         paths = write()
     except SpecError as exc:
-        err.print(f"[red]not exported[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "not exported", exc, code=2)
     except ValueError as exc:
-        err.print(f"[red]not exported[/red]: {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "not exported", exc, code=2, sep=": ")
     for path in paths if isinstance(paths, list) else [paths]:
-        console.print(f"wrote {path}", highlight=False)
+        console.print(f"wrote {path}", highlight=False, markup=False)
 
 
 @export_app.command("emulab")
@@ -304,8 +303,7 @@ def _bring_up(topo, timeout: float, wait: float):  # noqa: ANN001, ANN202
         try:
             lab.up()
         except PreflightError as exc:
-            err.print(f"[red]{exc}[/red]", highlight=False)
-            raise typer.Exit(1) from None
+            refuse(err, exc, code=1)
     return lab
 
 
@@ -318,7 +316,7 @@ def _mark_killed(results: Path) -> None:
     from mcclab.experiment.record import mark_killed_runs
 
     for folder in mark_killed_runs(results.resolve()):
-        err.print(f"marked killed (its runner is gone): {folder}", highlight=False)
+        err.print(f"marked killed (its runner is gone): {folder}", highlight=False, markup=False)
 
 
 @app.command()
@@ -354,8 +352,7 @@ def run(
         profile = profile or default_profile(experiment)
         resolved = resolve(experiment, profile, set_)
     except SpecError as exc:
-        err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "invalid experiment", exc, code=2)
     exp = resolved.experiment
     hosts = _testbed_labs(inventory, resolved, user) if inventory else None
     console.print(f"[bold]{exp.name}[/bold] ({profile} profile, "
@@ -383,20 +380,19 @@ def run(
             run_dir = execute(resolved, options)
         except PreflightError as exc:
             # Refused before anything was created: no results folder was left.
-            err.print(f"[red]{exc}[/red]\nno run was started", highlight=False)
-            raise typer.Exit(1) from None
+            refuse(err, exc, "no run was started", code=1)
     record = json.loads((run_dir / "run.json").read_text())
     colour = {"complete": "green", "interrupted": "yellow"}.get(record["status"], "red")
     where = f" (in {record['interrupted_phase']})" if record.get("interrupted_phase") else ""
-    console.print(f"[{colour}]{record['status']}[/{colour}]{where}: {run_dir}")
+    console.print(alert(record["status"], f"{where}: {run_dir}", sep="", style=colour))
     report = run_dir / "report.html"
     if report.exists():
-        console.print(f"report: {report}")
+        console.print(f"report: {report}", markup=False)
     else:
-        console.print(f"no report yet: build it with 'mcclab report {run_dir}'")
+        console.print(f"no report yet: build it with 'mcclab report {run_dir}'", markup=False)
     overloaded = warning_in(run_dir / "summary.json")
     if overloaded:
-        err.print(f"[red]warning:[/red] {overloaded}", highlight=False)
+        err.print(alert("warning:", overloaded, sep=" "), highlight=False)
     if record["status"] != "complete":
         raise typer.Exit(1)
 
@@ -405,8 +401,6 @@ def _testbed_labs(inventory: Path, resolved, user: str | None):  # noqa: ANN001,
     """The lab factory of a run on the inventory's hosts; exits 2, before any host is
     contacted, if the inventory does not map or the experiment asks for what a run on
     hosts cannot do (mcclab.testbed.support)."""
-    from rich.markup import escape
-
     from mcclab.testbed.inventory import InventoryError, load_inventory
     from mcclab.testbed.lab import TestbedLabs
     from mcclab.testbed.support import unsupported
@@ -415,10 +409,10 @@ def _testbed_labs(inventory: Path, resolved, user: str | None):  # noqa: ANN001,
     try:
         labs = TestbedLabs(load_inventory(inventory, resolved.topology, user=user))
     except InventoryError as exc:
-        err.print(f"[red]invalid inventory[/red]\n{exc}", highlight=False)
+        err.print(alert("invalid inventory", exc), highlight=False)
         labs = None
     for problem in refusals:
-        err.print(f"[red]refused on hosts:[/red] {escape(problem.message())}", highlight=False)
+        err.print(alert("refused on hosts:", problem.message(), sep=" "), highlight=False)
     if labs is None or refusals:
         err.print("no run was started", highlight=False)
         raise typer.Exit(2)
@@ -440,11 +434,10 @@ def list_experiments(
     from mcclab.model.units import show_duration
 
     if experiments is not None and not experiments.is_dir():
-        err.print(f"[red]no such folder[/red] {experiments}", highlight=False)
-        raise typer.Exit(2)
+        refuse(err, "no such folder", experiments, code=2, sep=" ")
     entries, errors = catalogue(experiments) if experiments else catalogue()
     for exc in errors:
-        err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
+        err.print(alert("invalid experiment", exc), highlight=False)
     if as_json:
         print(json.dumps([e.as_dict() for e in entries], indent=2))
     else:
@@ -512,8 +505,7 @@ def sweep(
         try:
             profile = profile or default_profile(experiment)
         except SpecError as exc:
-            err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
-            raise typer.Exit(2) from None
+            refuse(err, "invalid sweep", exc, code=2)
     if dry_run:
         with _sweep_refusals():
             if resume is not None:
@@ -527,7 +519,7 @@ def sweep(
             what = "complete" if p.complete else f"~{p.estimate_s / 60:.1f} min" + (
                 "" if p in now else " (beyond --limit)")
             console.print(f"  run {p.k} of {p.n}: {_point_text(p.point)}  {what}",
-                          highlight=False)
+                          highlight=False, markup=False)
         if resume is not None and running_elsewhere(resume):
             console.print("another process is running this sweep now: its current point "
                           "is not complete yet", highlight=False)
@@ -546,8 +538,8 @@ def sweep(
         def on_point(k: int, n: int, point: dict) -> None:
             bar.update(overall, completed=k - 1, total=n, description=f"run {k} of {n}")
             eta = f" (about {left[k] / 60:.0f} min left)" if k in left else ""
-            bar.console.print(f"[bold]run {k} of {n}[/bold]: {_point_text(point)}{eta}",
-                              highlight=False)
+            bar.console.print(alert(f"run {k} of {n}", f"{_point_text(point)}{eta}", sep=": ",
+                                    style="bold"), highlight=False)
 
         options = SweepOptions(
             run=RunOptions(results=results.resolve(), progress=steps,
@@ -567,15 +559,15 @@ def sweep(
     colour = {"complete": "green", "partial": "green", "interrupted": "yellow"}.get(
         record["status"], "red")
     # soft_wrap: a path broken over two lines cannot be pasted back
-    console.print(f"[{colour}]sweep {record['status']}[/{colour}]: {len(statuses)} of "
-                  f"{record['planned']} runs ({statuses.count('complete')} complete): {folder}",
-                  soft_wrap=True)
+    console.print(alert(f"sweep {record['status']}", f"{len(statuses)} of {record['planned']} "
+                        f"runs ({statuses.count('complete')} complete): {folder}", sep=": ",
+                        style=colour), soft_wrap=True)
     _print_trials(folder)
     if (folder / "report.html").exists():
-        console.print(f"report: {folder / 'report.html'}")
+        console.print(f"report: {folder / 'report.html'}", markup=False)
     if record["status"] != "complete" or any(s != "complete" for s in statuses):
         console.print(f"go on with: mcclab sweep --resume {folder}", highlight=False,
-                      soft_wrap=True)
+                      markup=False, soft_wrap=True)
     if record["status"] not in ("complete", "partial") or any(s != "complete" for s in statuses):
         raise typer.Exit(1)
 
@@ -588,11 +580,9 @@ def _sweep_refusals() -> Iterator[None]:
     try:
         yield
     except SpecError as exc:
-        err.print(f"[red]invalid sweep[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "invalid sweep", exc, code=2)
     except ResumeError as exc:
-        err.print(f"[red]cannot resume[/red]: {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "cannot resume", exc, code=2, sep=": ")
 
 
 def _point_text(point: dict) -> str:
@@ -652,7 +642,7 @@ def report(
             records.append(report_record(folder))
         except (RunError, SpecError) as exc:
             bad += 1
-            err.print(f"[red]cannot analyse[/red] {folder}\n{exc}", highlight=False)
+            err.print(alert("cannot analyse", f"{folder}\n{exc}", sep=" "), highlight=False)
     emit(records)
     if bad:
         raise typer.Exit(2)
@@ -676,8 +666,7 @@ def compare(
     try:
         record = compare_record(runs)
     except (RunError, SpecError) as exc:
-        err.print(f"[red]cannot analyse[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "cannot analyse", exc, code=2)
     emit(record)
 
 
@@ -694,9 +683,8 @@ def index(
     from mcclab.analysis.index import build_index
 
     if not results.is_dir():
-        err.print(f"[red]no results folder[/red] {results}")
-        raise typer.Exit(2)
-    console.print(f"index: {build_index(results, profile)}")
+        refuse(err, "no results folder", results, code=2, sep=" ")
+    console.print(f"index: {build_index(results, profile)}", markup=False)
 
 
 @app.command("reproduce")
@@ -731,14 +719,12 @@ def reproduce(
             try:
                 profile, results, steps, earlier = resume_plan(resume.resolve(), wait=wait)
             except ValueError as exc:
-                err.print(f"[red]cannot resume[/red]: {exc}", highlight=False)
-                raise typer.Exit(2) from None
+                refuse(err, "cannot resume", exc, code=2, sep=": ")
         else:
             profile = profile or "quick"
             steps = plan(profile, experiment or None, results.resolve(), wait=wait)
     except SpecError as exc:
-        err.print(f"[red]invalid experiment[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "invalid experiment", exc, code=2)
     done = completed(earlier)
     todo = [s for k, s in enumerate(steps) if k not in done]
     estimate = sum(s.estimate_s for s in todo)
@@ -781,17 +767,18 @@ def reproduce(
             outcomes = execute(steps, results.resolve(), record, on_step, profile=profile,
                                earlier=earlier)
         except KeyboardInterrupt:
-            err.print(f"[yellow]interrupted[/yellow]; record: {record}; go on with: "
-                      f"mcclab reproduce --resume {record}", highlight=False, soft_wrap=True)
+            err.print(alert("interrupted", f"record: {record}; go on with: mcclab reproduce "
+                            f"--resume {record}", sep="; ", style="yellow"),
+                      highlight=False, soft_wrap=True)
             build_index(results, profile, [s.experiment for s in steps])
             raise typer.Exit(130) from None
     page = build_index(results, profile, [s.experiment for s in steps])
     failed = [o.experiment for o in outcomes if o.status != "complete"]
     console.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} experiments complete in "
-                  f"{(time.monotonic() - started) / 60:.1f} min; record: {record}")
+                  f"{(time.monotonic() - started) / 60:.1f} min; record: {record}", markup=False)
     if failed:
-        err.print(f"[red]not complete:[/red] {', '.join(failed)}")
-    console.print(f"index: {page}")
+        err.print(alert("not complete:", ", ".join(failed), sep=" "))
+    console.print(f"index: {page}", markup=False)
     if failed:
         raise typer.Exit(1)
 

@@ -26,6 +26,7 @@ from mcclab.analysis.summary import (
     summarise,
 )
 from mcclab.model.loader import SpecError
+from mcclab.refuse import refuse
 
 _COLOURS = {"pass": "green", "fail": "red", "n/a": "dim", "error": "magenta"}
 _LINESTYLES = ["-", "--", ":", "-."]
@@ -123,15 +124,14 @@ def compare(folders: list[Path], out: Path | None = None) -> tuple[Table, list[P
 
 def compare_command(runs: list[Path]) -> None:
     """``mcclab compare RUN RUN...``: print the table and the overlay figure's path."""
-    console, err = Console(), Console(stderr=True)
+    console, err = Console(), Console(stderr=True, soft_wrap=True)
     if not runs:
         err.print("give at least one results folder")
         raise typer.Exit(2)
     try:
         table, paths = compare(runs)
     except (RunError, SpecError) as exc:
-        err.print(f"[red]cannot analyse[/red]\n{exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        refuse(err, "cannot analyse", exc, code=2)
     console.print(table)
     console.print(f"overlay figure: {paths[0]} (and {paths[1].name})", highlight=False,
-                  soft_wrap=True)
+                  markup=False, soft_wrap=True)

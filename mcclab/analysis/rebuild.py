@@ -20,6 +20,7 @@ from mcclab.analysis.stalls import warning_for
 from mcclab.analysis.sweep import load_sweep
 from mcclab.analysis.sweep_report import build_sweep_report
 from mcclab.model.loader import SpecError
+from mcclab.refuse import alert
 from mcclab.resultsdir import SWEEP_JSON
 
 
@@ -33,12 +34,13 @@ def _report_sweep(folder: Path, console: Console, err: Console) -> bool:
     try:
         page = build_sweep_report(folder)
     except RunError as exc:
-        err.print(f"[red]cannot analyse[/red] {folder}\n{exc}", highlight=False, soft_wrap=True)
+        err.print(alert("cannot analyse", f"{folder}\n{exc}", sep=" "), highlight=False,
+                  soft_wrap=True)
         return False
     info = load_sweep(folder).info
     colour = {"complete": "green", "interrupted": "yellow"}.get(info.status, "red")
-    console.print(f"[{colour}]sweep {info.status}[/{colour}] {len(info.runs)} of "
-                  f"{info.planned} runs: {page}", highlight=False, soft_wrap=True)
+    console.print(alert(f"sweep {info.status}", f"{len(info.runs)} of {info.planned} runs: {page}",
+                        sep=" ", style=colour), highlight=False, soft_wrap=True)
     return True
 
 
@@ -47,7 +49,7 @@ def _report_run(folder: Path, console: Console, err: Console) -> bool:
     try:
         page = build_report(folder)
     except (RunError, SpecError) as exc:
-        err.print(f"[red]cannot analyse[/red] {folder}\n{exc}", highlight=False,
+        err.print(alert("cannot analyse", f"{folder}\n{exc}", sep=" "), highlight=False,
                   soft_wrap=True)
         return False
     summary = json.loads((page.parent / "summary.json").read_text())
@@ -57,11 +59,11 @@ def _report_run(folder: Path, console: Console, err: Console) -> bool:
     status = summary["status"]
     colour = {"complete": "green", "interrupted": "yellow"}.get(status, "red")
     # soft_wrap: a path broken over two lines cannot be copied or clicked
-    console.print(f"[{colour}]{status}[/{colour}] {counts}: {page}", highlight=False,
+    console.print(alert(status, f"{counts}: {page}", sep=" ", style=colour), highlight=False,
                   soft_wrap=True)
     overloaded = warning_for(summary)
     if overloaded:
-        err.print(f"[red]warning:[/red] {overloaded}", highlight=False, soft_wrap=True)
+        err.print(alert("warning:", overloaded, sep=" "), highlight=False, soft_wrap=True)
     return True
 
 

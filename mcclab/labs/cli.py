@@ -7,9 +7,11 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mcclab.model.loader import SpecError
+from mcclab.refuse import refuse
 
 lab_app = typer.Typer(
     help="Classroom labs: list, start, check, reset, handouts (docs/teaching.md).",
@@ -34,8 +36,7 @@ def _find(ref: str):  # noqa: ANN202
     try:
         return find(ref)
     except SpecError as exc:
-        err.print(f"[red]invalid lab[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "invalid lab", exc, code=2)
 
 
 @lab_app.command("list")
@@ -46,8 +47,7 @@ def lab_list(as_json: bool = typer.Option(False, "--json", help="machine-readabl
     try:
         labs = discover()
     except SpecError as exc:
-        err.print(f"[red]invalid lab[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "invalid lab", exc, code=2)
     rows = [
         {
             "id": lab.spec.id,
@@ -86,15 +86,14 @@ def lab_start(
 
     entry = _find(lab)
     console.print(
-        f"[bold]Lab {entry.spec.id}: {entry.spec.title}[/bold] "
+        f"[bold]Lab {entry.spec.id}: {escape(entry.spec.title)}[/bold] "
         f"({entry.spec.level}, about {entry.spec.minutes} min)",
         highlight=False,
     )
     try:
         started = actions.start(entry, results, timeout, wait)
     except StartError as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
-        raise typer.Exit(1) from None
+        refuse(err, exc, code=1)
     if started.live is not None:
         word = "already up" if started.already else "up"
         console.print(
@@ -104,7 +103,7 @@ def lab_start(
             highlight=False,
         )
     html = render_lab(entry, entry.work_dir(results))
-    console.print(f"answers: {started.answers}\nhandout: {html}", highlight=False)
+    console.print(f"answers: {started.answers}\nhandout: {html}", highlight=False, markup=False)
     step = actions.first_step((entry.dir / "handout.md").read_text())
     if step:
         console.print("\n[bold]Step 1[/bold]", highlight=False)
@@ -128,8 +127,7 @@ def lab_check(
     try:
         results_ = grade(entry, results, answers)
     except SpecError as exc:
-        err.print(f"[red]invalid answers or checks[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "invalid answers or checks", exc, code=2)
     doc = to_json(entry.spec, results_)
     if as_json:
         print(json.dumps(doc, indent=1))
@@ -137,8 +135,8 @@ def lab_check(
     for r in results_:
         style = STATUS_STYLE.get(r.status, "")
         console.print(
-            f"[{style}]{r.status:>9}[/{style}]  {r.id}  {r.text}"
-            + (f"\n{'':11} {r.message}" if r.message else ""),
+            f"[{style}]{r.status:>9}[/{style}]  {r.id}  {escape(r.text)}"
+            + (f"\n{'':11} {escape(r.message)}" if r.message else ""),
             highlight=False,
         )
     console.print(f"{doc['passed']} of {doc['total']} checked questions pass")
@@ -161,7 +159,8 @@ def lab_reset(
     )
     if done["removed"]:
         console.print(
-            f"removed from {entry.work_dir(results)}: {', '.join(done['removed'])}", highlight=False
+            f"removed from {entry.work_dir(results)}: {', '.join(done['removed'])}",
+            highlight=False, markup=False,
         )
 
 
@@ -179,7 +178,7 @@ def lab_handout(
 
     entry = _find(lab)
     path = render_lab(entry, entry.work_dir(results), out)
-    console.print(f"handout: {path}", highlight=False)
+    console.print(f"handout: {path}", highlight=False, markup=False)
     if open_:
         import webbrowser
 
@@ -210,7 +209,7 @@ def lab_run(
         err.print(
             f"lab {entry.spec.id} has no experiment {experiment!r}; its experiments: "
             f"{', '.join(keys) or 'none'}",
-            highlight=False,
+            highlight=False, markup=False,
         )
         raise typer.Exit(2)
     work = entry.work_dir(results)
@@ -243,18 +242,17 @@ def _current(topology: Path | None):  # noqa: ANN202
     try:
         return current(topology)
     except NoLiveLab as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
-        raise typer.Exit(1) from None
+        refuse(err, exc, code=1)
     except SpecError as exc:
-        err.print(f"[red]invalid topology[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "invalid topology", exc, code=2)
 
 
 def _node(topo, node: str) -> str:  # noqa: ANN001
     """``node`` if the topology has it as a host or router, else exit 2."""
     if node not in topo.nodes or topo.kind_of(node) == "lan":
         names = ", ".join(n for n in topo.nodes if topo.kind_of(n) != "lan")
-        err.print(f"{topo.name} has no node {node!r}; nodes: {names}", highlight=False)
+        err.print(f"{topo.name} has no node {node!r}; nodes: {names}", highlight=False,
+                  markup=False)
         raise typer.Exit(2)
     return node
 
@@ -355,20 +353,18 @@ def capture(
     try:
         where = parse_target(topo, plan_addresses(topo), target)
     except CaptureError as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, exc, code=2)
     path = out or _fresh(capture_dir(state, results) / f"{where.label}-{time_.strftime('%H%M%S')}")
     cap = Capture(where, bpf(filter_, topo.addressing.control), path)
     try:
         cap.start()
     except CaptureError as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
-        raise typer.Exit(1) from None
+        refuse(err, exc, code=1)
     iface = where.iface or "all interfaces"
     console.print(
         f"capturing {filter_} on {where.node} ({iface}) into {path}; "
         + (f"{seconds:g} s" if seconds else "Ctrl-C to stop"),
-        highlight=False,
+        highlight=False, markup=False,
     )
     try:
         threading.Event().wait(seconds or None)
@@ -377,7 +373,7 @@ def capture(
     finally:
         cap.stop()
     print(tshark_summary(path), flush=True)
-    console.print(f"pcap: {path}", highlight=False)
+    console.print(f"pcap: {path}", highlight=False, markup=False)
 
 
 def _fresh(stem: Path) -> Path:
@@ -404,7 +400,7 @@ def link(
     from mcclab.model.addressing import plan_addresses
 
     if state_ not in ("down", "up"):
-        err.print(f"say 'down' or 'up', not {state_!r}", highlight=False)
+        err.print(f"say 'down' or 'up', not {state_!r}", highlight=False, markup=False)
         raise typer.Exit(2)
     state, topo = _current(topology)
     try:
@@ -413,15 +409,13 @@ def link(
         )
         Runner(transcript=state.path / "commands.log").run_all(cmds)
     except ValueError as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, exc, code=2)
     except CommandError as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
-        raise typer.Exit(1) from None
+        refuse(err, exc, code=1)
     write_down(state.path, down)
     console.print(
         f"link {node1}-{node2} {state_}; links down now: {', '.join(sorted(down)) or 'none'}",
-        highlight=False,
+        highlight=False, markup=False,
     )
 
 

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from mcclab.refuse import alert, refuse
 
 if TYPE_CHECKING:  # the module loads the spec models: only when a command runs
     from mcclab.testbed.support import Unsupported
@@ -61,14 +62,13 @@ def check(
     try:
         resolved = resolve(experiment, profile, set_)
     except SpecError as exc:
-        err.print(f"[red]refused[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "refused", exc, code=2)
     topo = resolved.topology
     refusals = unsupported(resolved.experiment, topo)
     try:
         inv = load_inventory(inventory, topo, user=user, port=port)
     except InventoryError as exc:
-        err.print(f"[red]refused[/red]\n{exc}", highlight=False)
+        err.print(alert("refused", exc), highlight=False)
         _print_unsupported(refusals)
         raise typer.Exit(2) from None
     plan = plan_addresses(topo)
@@ -110,8 +110,7 @@ def check(
 def _print_unsupported(refusals: list[Unsupported]) -> None:
     """What ``mcclab run --inventory`` would refuse, one line each, on stderr."""
     for problem in refusals:
-        err.print(f"[red]refused on hosts:[/red] {escape(problem.message())}",
-                  highlight=False)
+        err.print(alert("refused on hosts:", problem.message(), sep=" "), highlight=False)
 
 
 @testbed_app.command("provision")
@@ -151,8 +150,7 @@ def provision(
         topo = resolve(experiment, profile).topology if experiment else None
         inv = load_inventory(inventory, topo, user=user, port=port)
     except (SpecError, InventoryError) as exc:
-        err.print(f"[red]refused[/red]\n{exc}", highlight=False)
-        raise typer.Exit(2) from None
+        refuse(err, "refused", exc, code=2)
     with tempfile.TemporaryDirectory(prefix="mcclab-provision-") as work:
         plan = plan_provision(inv, Path(work), check=check, tags=tags.split(","),
                               hosts_repo=repo)
@@ -172,8 +170,7 @@ def provision(
                               lambda line: console.print(line, highlight=False, markup=False,
                                                          soft_wrap=True))
         except ProvisionError as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
-            raise typer.Exit(1) from None
+            refuse(err, "error:", exc, code=1, sep=" ")
     verb = "would change" if check else "changed"
     for node, counts in result.recap.items():
         console.print(f"{node}: ok, {verb} {counts.get('changed', 0)} tasks",

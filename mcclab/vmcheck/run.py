@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mcclab.refuse import alert
 from mcclab.vmcheck import compare, guest, image, playbook, wheels
 from mcclab.vmcheck import recipe as rc
 from mcclab.vmcheck.procs import CommandFailed, priority_prefix, run_logged, stop_group
@@ -602,7 +603,7 @@ def run(opts: Options) -> int:
         interrupted = True
         console.print("[red]interrupted[/red]: cleaning up")
     except (CommandFailed, SshTimeout, subprocess.SubprocessError, OSError) as exc:
-        console.print(f"[red]VM check failed:[/red] {exc}")
+        console.print(alert("VM check failed:", exc, sep=" "))
     finally:
         # Nothing may survive the check, whatever happened above.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -34,6 +34,7 @@ from typing import IO
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from mcclab.refuse import alert
 from mcclab.vmcheck import guest, nsnet, vagrantbox, vagrantlabs
 from mcclab.vmcheck.procs import CommandFailed, priority_prefix, run_logged
 from mcclab.vmcheck.qemu import kill_group
@@ -585,7 +586,7 @@ def run(cache: Path, out: Path | None, cpus: int, memory_mb: int, rebuild: bool,
     ``labs``: classroom labs to run in the VM after ``make experiment`` (vagrantlabs).
     """
     if why := preflight():
-        console.print(f"[red]{why}[/red]")
+        console.print(alert(why))
         return 2
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = out or REPO / "results" / f"vagrant-check-{stamp}"
@@ -656,7 +657,7 @@ def run(cache: Path, out: Path | None, cpus: int, memory_mb: int, rebuild: bool,
         interrupted = True
         console.print("[red]interrupted[/red]: cleaning up")
     except (CommandFailed, subprocess.SubprocessError, OSError, AssertionError) as exc:
-        console.print(f"[red]Vagrant check failed:[/red] {exc}")
+        console.print(alert("Vagrant check failed:", exc, sep=" "))
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         with contextlib.suppress(Exception):
