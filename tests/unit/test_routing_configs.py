@@ -89,6 +89,31 @@ def test_frr_pimd_conf_rp_ssm_and_timer_units():
     assert "spt-switchover" not in frr.pimd_conf(s, spt_switchover=True)
 
 
+@pytest.mark.parametrize(("interval_s", "response_ms", "first"), [
+    (20, 5000, "query-interval"),  # above the default 10-s response time: interval first
+    (10, 2000, "query-max-response-time"),  # the labs' 10 s: not above 10 s, response first
+    (2, 1000, "query-max-response-time"),
+    (200, 150_000, "query-interval"),  # above the default 125-s interval: interval first
+])
+def test_frr_sets_the_igmp_interval_and_response_in_an_order_frr_accepts(
+        interval_s, response_ms, first):
+    # FRR skips an interval not above the response time in force and a response time
+    # not below the interval in force; both start at FRR's defaults (125 s, 10 s).
+    conf = frr.pimd_conf(spec(igmp=IgmpTimers(query_interval_s=interval_s,
+                                              query_max_response_ms=response_ms)))
+    order = [line.split()[2] for line in conf.splitlines()
+             if line.startswith((" ip igmp query-interval", " ip igmp query-max-response-time"))]
+    assert order and len(order) % 2 == 0 and order[0] == first
+    in_force = {"query-interval": 125_000, "query-max-response-time": 10_000}
+    for name in order[:2]:  # replay FRR's check on the first IGMP interface's lines
+        value = interval_s * 1000 if name == "query-interval" else response_ms
+        if name == "query-interval":
+            assert value > in_force["query-max-response-time"]
+        else:
+            assert value < in_force["query-interval"]
+        in_force[name] = value
+
+
 def test_frr_keepalive_timer_is_short_unless_asked_for_the_default():
     # FRR 8.4's transit router prunes only when this timer runs out (docs/routing.md).
     conf = frr.pimd_conf(spec())
