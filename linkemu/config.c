@@ -38,7 +38,7 @@ static int valid_name(const char *v)
 #define KEYS                                                                           \
 	X(queue) X(name) X(rate_bps) X(delay_us) X(jitter_us) X(loss) X(ge_p) X(ge_r)  \
 	X(ge_h) X(ge_k) X(limit_pkts) X(disc) X(min_th) X(max_th) X(max_p) X(weight) \
-	X(gentle) X(wait) X(mean_pktsize) X(seed)
+	X(gentle) X(wait) X(mean_pktsize) X(seed) X(protect_control)
 
 enum key {
 #define X(k) K_##k,
@@ -118,9 +118,11 @@ static const char *set_key(struct le_cfg *c, enum key k, const char *v)
 		return NULL;
 	case K_gentle:
 	case K_wait:
+	case K_protect_control:
 		if (strcmp(v, "0") && strcmp(v, "1"))
 			return "must be 0 or 1";
-		*(k == K_gentle ? &c->gentle : &c->wait) = v[0] == '1';
+		*(k == K_gentle ? &c->gentle : k == K_wait ? &c->wait : &c->protect_control) =
+			v[0] == '1';
 		return NULL;
 	case K_mean_pktsize:
 		if (integer(v, 1, 65535, &d))

@@ -121,7 +121,13 @@ static void on_packet(struct lane *l, const struct nlmsghdr *nlh, int64_t now)
 		len = ntohl(mnl_attr_get_u32(attr[NFQA_CAP_LEN]));
 	else if (attr[NFQA_PAYLOAD])
 		len = mnl_attr_get_payload_len(attr[NFQA_PAYLOAD]);
-	if (le_arrive(&l->q, now, id, len) != LE_ADMIT)
+	int control = 0;
+	if (l->q.cfg.protect_control && attr[NFQA_PAYLOAD])
+		control = le_is_control(mnl_attr_get_payload(attr[NFQA_PAYLOAD]),
+					mnl_attr_get_payload_len(attr[NFQA_PAYLOAD]));
+	enum le_fate fate = control ? le_arrive_control(&l->q, now, id, len)
+				    : le_arrive(&l->q, now, id, len);
+	if (fate != LE_ADMIT)
 		add_verdict(l, id, NF_DROP);
 }
 
@@ -230,7 +236,7 @@ struct lane_snap {
 	unsigned queue;
 	uint32_t portid;
 	char name[64];
-	uint64_t pkts_in, bytes_in, pkts_out, bytes_out, drops_queue, drops_loss;
+	uint64_t pkts_in, bytes_in, pkts_out, bytes_out, drops_queue, drops_loss, control_in;
 	uint64_t qlen, qlen_bytes, max_qlen, in_flight;
 	double red_avg;
 	uint64_t enobufs, nl_errors;
@@ -297,6 +303,7 @@ static void snapshot(struct lane_snap *s, int64_t now)
 		o->bytes_out = q->bytes_out;
 		o->drops_queue = q->drops_queue;
 		o->drops_loss = q->drops_loss;
+		o->control_in = q->control_in;
 		o->qlen = le_qlen(q);
 		o->qlen_bytes = q->qlen_bytes;
 		o->max_qlen = q->max_qlen;
@@ -335,14 +342,16 @@ static void write_snapshot(struct lane_snap *s, int64_t now)
 		fprintf(f,
 			"%s\n  \"%u\": {\"name\": \"%s\", \"pkts_in\": %" PRIu64 ", \"bytes_in\": %" PRIu64
 			", \"pkts_out\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ", \"drops_queue\": %" PRIu64
-			", \"drops_loss\": %" PRIu64 ", \"qlen_pkts\": %" PRIu64 ", \"qlen_bytes\": %" PRIu64
+			", \"drops_loss\": %" PRIu64 ", \"control_in\": %" PRIu64
+			", \"qlen_pkts\": %" PRIu64 ", \"qlen_bytes\": %" PRIu64
 			", \"red_avg\": %.6f, \"max_qlen\": %" PRIu64 ", \"in_flight\": %" PRIu64
 			", \"kernel_queue_total\": %" PRIu64 ", \"kernel_dropped\": %" PRIu64
 			", \"kernel_user_dropped\": %" PRIu64 ", \"enobufs\": %" PRIu64
 			", \"nl_errors\": %" PRIu64 ", \"late_avg_us\": %.1f, \"late_max_us\": %.1f"
 			", \"late_p50_us\": %.0f, \"late_p99_us\": %.0f, \"late_over_100us\": %" PRIu64 "}",
 			i ? "," : "", l->queue, l->name, l->pkts_in, l->bytes_in, l->pkts_out,
-			l->bytes_out, l->drops_queue, l->drops_loss, l->qlen, l->qlen_bytes, l->red_avg,
+			l->bytes_out, l->drops_queue, l->drops_loss, l->control_in, l->qlen, l->qlen_bytes,
+			l->red_avg,
 			l->max_qlen, l->in_flight, l->k_total, l->k_dropped, l->k_user_dropped,
 			l->enobufs, l->nl_errors,
 			l->late_n ? (double)l->late_sum_ns / (double)l->late_n / 1e3 : 0.0,

@@ -206,21 +206,31 @@ static int lost(struct le_queue *q)
 	return ge_lost || bern_lost;
 }
 
-enum le_fate le_arrive(struct le_queue *q, int64_t now, uint32_t id, uint32_t len)
+int le_is_control(const unsigned char *pkt, size_t caplen)
+{
+	/* IPv4 (version 4, header at least 20 bytes), protocol IGMP (2) or PIM (103). */
+	return caplen >= 20 && pkt[0] >> 4 == 4 && (pkt[9] == 2 || pkt[9] == 103);
+}
+
+static enum le_fate arrive(struct le_queue *q, int64_t now, uint32_t id, uint32_t len,
+			   int control)
 {
 	const struct le_cfg *c = &q->cfg;
 
 	le_advance(q, now);
 	q->pkts_in++;
 	q->bytes_in += len;
+	int spared = control && c->protect_control;
 
-	if (lost(q)) {
+	/* A spared packet draws no loss and no RED decision: the data's loss
+	 * process and RED's state are as if it had not been there. */
+	if (!spared && lost(q)) {
 		q->drops_loss++;
 		return LE_DROP_LOSS;
 	}
 
 	uint64_t qlen = le_qlen(q);
-	int drop = c->disc == LE_RED ? red_drop(q, now, qlen) : qlen >= c->limit_pkts;
+	int drop = spared ? 0 : c->disc == LE_RED ? red_drop(q, now, qlen) : qlen >= c->limit_pkts;
 	if (drop || (q->tail - q->head == q->cap && ring_grow(q) < 0)) {
 		q->drops_queue++;
 		return LE_DROP_QUEUE;
@@ -251,10 +261,21 @@ enum le_fate le_arrive(struct le_queue *q, int64_t now, uint32_t id, uint32_t le
 
 	q->tail++;
 	q->qlen_bytes += len;
+	q->control_in += spared;
 	le_advance(q, now);
 	if (le_qlen(q) > q->max_qlen)
 		q->max_qlen = le_qlen(q);
 	return LE_ADMIT;
+}
+
+enum le_fate le_arrive(struct le_queue *q, int64_t now, uint32_t id, uint32_t len)
+{
+	return arrive(q, now, id, len, 0);
+}
+
+enum le_fate le_arrive_control(struct le_queue *q, int64_t now, uint32_t id, uint32_t len)
+{
+	return arrive(q, now, id, len, 1);
 }
 
 int le_pop_due(struct le_queue *q, int64_t now, struct le_pkt *out)

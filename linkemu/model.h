@@ -25,6 +25,11 @@ struct le_cfg {
 	int wait;
 	unsigned mean_pktsize;
 	uint64_t seed;
+	/* 1: control packets (le_arrive_control: IGMP, PIM) are never dropped,
+	 * neither by loss nor by the queue; they still queue, serialize and
+	 * propagate like data. A router's own control traffic must not be lost
+	 * to the emulated data plane's congestion (see README). */
+	int protect_control;
 };
 
 void le_cfg_defaults(struct le_cfg *c);
@@ -70,6 +75,7 @@ struct le_queue {
 
 	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
 	uint64_t drops_queue, drops_loss, max_qlen;
+	uint64_t control_in; /* control packets admitted under protect_control */
 };
 
 int le_queue_init(struct le_queue *q, const struct le_cfg *cfg);
@@ -78,6 +84,14 @@ void le_queue_free(struct le_queue *q);
 /* Processes an arrival at time now.  On LE_ADMIT the packet is stored and
  * will be returned by le_pop_due() once due. */
 enum le_fate le_arrive(struct le_queue *q, int64_t now, uint32_t id, uint32_t len);
+
+/* le_arrive() for a control packet: with cfg.protect_control it skips the
+ * loss draw and the queue's drop decision (only a ring that cannot grow
+ * drops it); without, it is le_arrive(). */
+enum le_fate le_arrive_control(struct le_queue *q, int64_t now, uint32_t id, uint32_t len);
+
+/* Whether an IPv4 packet (its first caplen bytes) is IGMP or PIM. */
+int le_is_control(const unsigned char *pkt, size_t caplen);
 
 /* Moves packets whose serialization has begun out of the waiting queue. */
 void le_advance(struct le_queue *q, int64_t now);

@@ -399,6 +399,89 @@ static void test_jitter_no_reorder(void)
 	le_queue_free(&q);
 }
 
+static void test_control_protected(void)
+{
+	/* A full drop-tail queue and loss=1: data is dropped, a control packet
+	 * (IGMP, PIM) is admitted behind the queue when protect_control is set,
+	 * and dropped like data when it is not. */
+	struct le_cfg c;
+	le_cfg_defaults(&c);
+	c.rate_bps = 1000000;
+	c.limit_pkts = 5;
+	c.protect_control = 1;
+	struct le_queue q;
+	mkq(&q, &c);
+	int64_t t = 5 * MS;
+	for (int i = 0; i < 20; i++)
+		le_arrive(&q, t, (uint32_t)i, 1000);
+	CHECK(le_qlen(&q) == 5 && q.drops_queue > 0, "queue full");
+	uint64_t drops = q.drops_queue;
+	CHECK(le_arrive(&q, t, 100, 1000) == LE_DROP_QUEUE, "data still dropped");
+	CHECK(le_arrive_control(&q, t, 101, 60) == LE_ADMIT, "control admitted at a full queue");
+	CHECK(q.drops_queue == drops + 1 && q.control_in == 1 && le_qlen(&q) == 6,
+	      "counted: drops %llu control %llu qlen %llu", (unsigned long long)q.drops_queue,
+	      (unsigned long long)q.control_in, (unsigned long long)le_qlen(&q));
+	/* It waits its turn: due after the five data packets ahead of it. */
+	struct le_pkt p;
+	int64_t now = t;
+	uint32_t order[8];
+	int n = 0;
+	while (n < 8 && le_next_due(&q) != INT64_MAX) {
+		now = le_next_due(&q);
+		while (le_pop_due(&q, now, &p))
+			order[n++] = p.id;
+	}
+	CHECK(n == 7 && order[6] == 101, "control leaves last, %d out, last id %u", n,
+	      n ? order[n - 1] : 0);
+	le_queue_free(&q);
+
+	c.protect_control = 0;
+	mkq(&q, &c);
+	for (int i = 0; i < 20; i++)
+		le_arrive(&q, t, (uint32_t)i, 1000);
+	CHECK(le_arrive_control(&q, t, 101, 60) == LE_DROP_QUEUE && q.control_in == 0,
+	      "unprotected control is data");
+	le_queue_free(&q);
+
+	/* Loss and RED draw nothing for a protected packet. */
+	c.protect_control = 1;
+	c.loss = 1.0;
+	mkq(&q, &c);
+	CHECK(le_arrive(&q, t, 1, 1000) == LE_DROP_LOSS, "loss=1 drops data");
+	CHECK(le_arrive_control(&q, t, 2, 60) == LE_ADMIT, "loss=1 spares control");
+	le_queue_free(&q);
+	c.loss = 0;
+	c.disc = LE_RED;
+	c.limit_pkts = 100;
+	c.min_th = 0;
+	c.max_th = 0.5;
+	c.max_p = 1;
+	c.weight = 1;
+	c.gentle = 0;
+	mkq(&q, &c);
+	for (int i = 0; i < 10; i++)
+		le_arrive(&q, t, (uint32_t)i, 1000);
+	double avg = q.red_avg;
+	CHECK(le_arrive(&q, t, 50, 1000) == LE_DROP_QUEUE, "RED above max_th drops data");
+	CHECK(le_arrive_control(&q, t, 51, 60) == LE_ADMIT, "RED spares control");
+	le_arrive(&q, t, 52, 1000);
+	CHECK(q.control_in == 1 && avg > 0, "RED: avg %g", avg);
+	le_queue_free(&q);
+
+	/* Which packets are control: IPv4 IGMP and PIM only. */
+	unsigned char ip[20] = {0x45};
+	ip[9] = 2;
+	CHECK(le_is_control(ip, 20), "IGMP");
+	ip[9] = 103;
+	CHECK(le_is_control(ip, 20), "PIM");
+	ip[9] = 17;
+	CHECK(!le_is_control(ip, 20), "UDP is data");
+	ip[9] = 2;
+	CHECK(!le_is_control(ip, 19), "short capture");
+	ip[0] = 0x60;
+	CHECK(!le_is_control(ip, 20), "IPv6 header");
+}
+
 static void test_config(void)
 {
 	struct le_cfg c;
@@ -409,8 +492,12 @@ static void test_config(void)
 		     "weight=0.002 gentle=1 seed=42 name=r1-eth0\n");
 	CHECK(le_parse_line(line, &c, err, sizeof(err)) == 0, "example line: %s", err);
 	CHECK(c.queue == 3 && c.rate_bps == 1000000 && c.delay_ns == 50 * MS && c.limit_pkts == 40 &&
-		      c.disc == LE_RED && c.seed == 42 && !strcmp(c.name, "r1-eth0") && c.loss == 0.01,
+		      c.disc == LE_RED && c.seed == 42 && !strcmp(c.name, "r1-eth0") && c.loss == 0.01 &&
+		      !c.protect_control,
 	      "example values");
+	strcpy(line, "queue=3 protect_control=1\n");
+	CHECK(le_parse_line(line, &c, err, sizeof(err)) == 0 && c.protect_control == 1,
+	      "protect_control=1: %s", err);
 
 	strcpy(line, "  # comment only\n");
 	CHECK(le_parse_line(line, &c, err, sizeof(err)) == 1, "comment");
@@ -434,6 +521,7 @@ static void test_config(void)
 		{"queue=1 name=a\"b", "key 'name'"},
 		{"queue=1 weight=0", "key 'weight'"},
 		{"queue=1 gentle=yes", "key 'gentle'"},
+		{"queue=1 protect_control=2", "key 'protect_control': value '2' must be 0 or 1"},
 		{"queue=1 delay_us", "expected key=value"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -486,6 +574,7 @@ int main(void)
 	test_loss();
 	test_gilbert_elliott();
 	test_jitter_no_reorder();
+	test_control_protected();
 	test_config();
 	test_spin_budget();
 	printf("%d passed, %d failed\n", passed, failed);

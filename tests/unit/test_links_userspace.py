@@ -38,7 +38,7 @@ def test_droptail_line_has_every_parameter_in_the_emulators_units():
                                  queue={"limit": "40pkt"}))
     assert userspace.queue_line(d) == (
         "queue=2 name=l1:r-d rate_bps=3200000 delay_us=50000 jitter_us=1000 loss=0.01 "
-        "limit_pkts=40 disc=droptail seed=1")
+        "limit_pkts=40 disc=droptail protect_control=1 seed=1")
 
 
 def test_red_line_uses_ns2_defaults_for_what_the_model_does_not_expose():
