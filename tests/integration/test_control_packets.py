@@ -10,11 +10,10 @@ congested) for 20 s, four of those intervals. Twice a second the test reads r0's
 multicast forwarding entry for the probe group: h1's interface must stay among its
 outgoing interfaces throughout.
 
-Random loss, not a flood: a UDP flood against a full drop-tail queue admits
-packets in a phase that drifts with the senders' timers, so whether a periodic
-query finds the free slot is not random (with the protection off, a 3x flood for
-24 s cost h1 its group in no run tried). The drop-tail path is tested in the
-emulator's own tests (linkemu/tests/test_model.c).
+Random loss rather than a flood into a full drop-tail queue: no second sender, and
+the chance that a query is lost is set, not a matter of the phase in which the
+flood's and the query's packets meet the queue's free slot. The drop-tail path is
+tested in the emulator's own tests (linkemu/tests/test_model.c).
 """
 
 from __future__ import annotations
