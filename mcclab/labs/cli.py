@@ -7,11 +7,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from mcclab.model.loader import SpecError
-from mcclab.refuse import refuse
+from mcclab.refuse import alert, refuse
 
 lab_app = typer.Typer(
     help="Classroom labs: list, start, check, reset, handouts (docs/teaching.md).",
@@ -85,11 +84,9 @@ def lab_start(
     from mcclab.labs.live import StartError
 
     entry = _find(lab)
-    console.print(
-        f"[bold]Lab {entry.spec.id}: {escape(entry.spec.title)}[/bold] "
-        f"({entry.spec.level}, about {entry.spec.minutes} min)",
-        highlight=False,
-    )
+    console.print(alert(f"Lab {entry.spec.id}: {entry.spec.title}",
+                        f"({entry.spec.level}, about {entry.spec.minutes} min)", sep=" ",
+                        style="bold"), highlight=False)
     try:
         started = actions.start(entry, results, timeout, wait)
     except StartError as exc:
@@ -134,11 +131,8 @@ def lab_check(
         return
     for r in results_:
         style = STATUS_STYLE.get(r.status, "")
-        console.print(
-            f"[{style}]{r.status:>9}[/{style}]  {r.id}  {escape(r.text)}"
-            + (f"\n{'':11} {escape(r.message)}" if r.message else ""),
-            highlight=False,
-        )
+        detail = f"  {r.id}  {r.text}" + (f"\n{'':11} {r.message}" if r.message else "")
+        console.print(alert(f"{r.status:>9}", detail, sep="", style=style), highlight=False)
     console.print(f"{doc['passed']} of {doc['total']} checked questions pass")
 
 

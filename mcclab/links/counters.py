@@ -33,6 +33,9 @@ class LinkCounters:
     in_flight: int  # admitted, not yet delivered (queue + serialisation + propagation)
     max_qlen: int | None = None
     red_avg: float | None = None
+    # IGMP and PIM packets the link admitted whatever its queue (userspace's protect_control;
+    # None on the kernel backend, which does not protect them)
+    control_in: int | None = None
     errors: int = 0  # emulator-side losses that are not part of the model (should stay 0)
 
     def as_dict(self) -> dict[str, object]:

@@ -121,6 +121,7 @@ def parse_stats(data: dict, placed: list[tuple[Direction, Placement]]) -> list[L
             bytes_sent=q["bytes_out"], drops_queue=q["drops_queue"],
             drops_loss=q["drops_loss"], qlen_pkts=q["qlen_pkts"], qlen_bytes=q["qlen_bytes"],
             in_flight=q["in_flight"], max_qlen=q["max_qlen"], red_avg=q["red_avg"],
+            control_in=q.get("control_in"),
             errors=q.get("kernel_dropped", 0) + q.get("kernel_user_dropped", 0)
             + q.get("nl_errors", 0),
         ))

@@ -33,6 +33,7 @@ from mcclab.routing.common import (
     DEFAULT_SSM_RANGE,
     DaemonPlan,
     DirSpec,
+    IgmpTimers,
     ReadinessCheck,
     RouterSpec,
     bind_over,
@@ -47,8 +48,6 @@ SSM_PREFIX_LIST = "mcclab-ssm"
 # time it runs out while traffic still flows to a joined interface, so a short
 # one bounds that wait without letting forwarding state lapse.
 KEEPALIVE_S = 1
-# FRR's default IGMP query response time (RFC 3376's 10 s), in force until the config sets it.
-DEFAULT_QUERY_RESPONSE_MS = 10_000
 # Where the playbook installs its FRR 10 build (ansible/roles/routers).
 FRR10_PREFIX = "/opt/mcclab/frr10"
 
@@ -169,7 +168,8 @@ def pimd_conf(spec: RouterSpec, spt_switchover: bool = False,
                 # one that moves away from the other's default first (defaults 125 s
                 # and 10 s). In the other order a 10-s interval met the default 10-s
                 # response time and stayed at 125 s.
-                *((interval, response) if t.query_interval_s * 1000 > DEFAULT_QUERY_RESPONSE_MS
+                *((interval, response)
+                  if t.query_interval_s * 1000 > IgmpTimers().query_max_response_ms
                   else (response, interval)),
                 f" ip igmp last-member-query-interval {t.last_member_query_interval_ms // 100}",
                 f" ip igmp last-member-query-count {t.last_member_query_count}",

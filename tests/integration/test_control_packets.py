@@ -18,7 +18,6 @@ tested in the emulator's own tests (linkemu/tests/test_model.c).
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -47,9 +46,8 @@ def _topology():
 
 def _control_in(lab: Lab) -> int:
     """IGMP and PIM packets the emulated link r0 -> h1 admitted under protect_control."""
-    queues = json.loads((lab.links.dir / "r0.stats.json").read_text())["queues"]
-    (count,) = [q["control_in"] for q in queues.values() if q["name"].endswith(":r0-h1")]
-    return count
+    (leaf,) = [c for c in lab.links.counters() if (c.src, c.dst) == ("r0", "h1")]
+    return leaf.control_in
 
 
 def _forwards_to(lab: Lab, oif: str) -> bool:
