@@ -2,7 +2,7 @@
 
 With IGMP dropped like data, a leaf behind a congested link missed two queries in
 a row, its router expired the group and the leaf got no multicast until a query
-got through (ORMCC Fig. 4: about 110 s, 15 times in 16 runs of 1000 s;
+got through (ORMCC Fig. 4: about 110 s, 16 times in 17 runs of 1000 s;
 docs/links.md, "Control packets"). Here the group membership interval is 5 s
 (2 x 2-s queries + 1-s response) and the link r0 -> h1 loses 90 % of its packets
 (h1's reports go back unharmed, as in Fig. 4, where only the leaf's downlink is
