@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from mcclab.audit import register as register_audit_commands
 from mcclab.labs.cli import register as register_lab_commands
@@ -355,8 +356,8 @@ def run(
         refuse(err, "invalid experiment", exc, code=2)
     exp = resolved.experiment
     hosts = _testbed_labs(inventory, resolved, user) if inventory else None
-    console.print(f"[bold]{exp.name}[/bold] ({profile} profile, "
-                  f"{show_duration(exp.duration)}): {exp.description}", highlight=False)
+    console.print(alert(exp.name, f"({profile} profile, {show_duration(exp.duration)}): "
+                        f"{exp.description}", sep=" ", style="bold"), highlight=False)
     with _progress_bar() as bar:
         progress = _StepProgress(bar)
 
@@ -446,7 +447,8 @@ def list_experiments(
         for e in entries:
             shown = [show_duration(d) if d is not None else "-"
                      for d in (e.durations_s["quick"], e.durations_s["paper"])]
-            table.add_row(e.name, e.paper, e.figure or "-", *shown)
+            # Text: a reference is free text, and "[...]" in it is not Rich markup
+            table.add_row(e.name, Text(e.paper), Text(e.figure or "-"), *shown)
         console.print(table)
     if errors:
         raise typer.Exit(2)

@@ -63,3 +63,16 @@ def test_split_reference_keeps_a_reference_without_a_place_whole():
 def test_a_missing_folder_is_an_error_not_an_empty_list(tmp_path):
     result = runner.invoke(app, ["list", "--experiments", str(tmp_path / "nowhere")])
     assert result.exit_code == 2 and "no such folder" in result.stderr
+
+
+def test_a_reference_with_brackets_is_listed_as_written(tmp_path):
+    # Read as Rich markup, "[/x]" raised a MarkupError and "[II]" vanished as a tag.
+    (tmp_path / "brackets.yaml").write_text(
+        "name: brackets\nreference: 'A [/x], B, sec. 2, Table [II]'\n"
+        "topology: topologies/webrc-dumbbell.yaml\nduration: 30s\n"
+        "flows: [{name: t, type: tcp, sender: s2, receiver: d2}]\n")
+    result = runner.invoke(app, ["list", "--experiments", str(tmp_path)],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "│ brackets " in line)
+    assert "A [/x], B" in row and "Table [II]" in row
