@@ -94,18 +94,38 @@ experiment: $(MCCLAB)
 	$(SUDO) $(MCCLAB) run $(EXPERIMENT) --profile $(PROFILE)
 endif
 
-# Every run leaves its JUnit XML (each test's duration) in TEST_REPORT_DIR; CI prints
-# the slowest tests from it (.ci/slowest.py). pytest-timeout's session timeout stops the
-# suite between tests once PYTEST_SESSION_TIMEOUT seconds have passed (a test in progress
-# is bounded by its own timeout, at most 600 s), so a wedged lab cannot eat CI's budget.
+# `make test` runs two lanes, one after the other. The unit lane (tests/unit: no lab,
+# nothing machine-wide) runs on TEST_WORKERS processes (pytest-xdist; `auto`: one per
+# CPU). The lab lane (tests/integration) runs in one process, one lab at a time: its
+# labs hold a machine-wide lock, and its timing checks want the machine to themselves,
+# so nothing else runs beside it. PYTEST_ARGS set: one plain pytest run of the
+# selection instead. Each lane leaves its JUnit XML (each test's duration) in
+# TEST_REPORT_DIR (junit-unit.xml, junit.xml); CI prints the slowest tests from them
+# (.ci/slowest.py). pytest-timeout's session timeout stops a lane between tests once
+# its seconds have passed (a test in progress is bounded by its own timeout, at most
+# 600 s), so a wedged lab cannot eat CI's budget. Both lanes run even if the first
+# fails, so one CI run reports every failure.
 TEST_REPORT_DIR ?= /tmp/mcclab-test-report
-PYTEST_SESSION_TIMEOUT ?= 2700
+TEST_WORKERS ?= auto
+UNIT_SESSION_TIMEOUT ?= 900
+PYTEST_SESSION_TIMEOUT ?= 3300
 
 ifneq ($(MCCLAB_VM),1)
 test: $(MCCLAB) linkemu-test
 	mkdir -p $(TEST_REPORT_DIR)
+ifeq ($(strip $(PYTEST_ARGS)),)
+	rm -f $(TEST_REPORT_DIR)/junit.xml $(TEST_REPORT_DIR)/junit-unit.xml
+	rc=0; \
+	$(SUDO) $(PY) -m pytest tests/unit -n $(TEST_WORKERS) \
+		--junitxml=$(TEST_REPORT_DIR)/junit-unit.xml \
+		--session-timeout=$(UNIT_SESSION_TIMEOUT) || rc=$$?; \
+	$(SUDO) $(PY) -m pytest tests/integration --junitxml=$(TEST_REPORT_DIR)/junit.xml \
+		--session-timeout=$(PYTEST_SESSION_TIMEOUT) || rc=$$?; \
+	exit $$rc
+else
 	$(SUDO) $(PY) -m pytest --junitxml=$(TEST_REPORT_DIR)/junit.xml \
 		--session-timeout=$(PYTEST_SESSION_TIMEOUT) $(PYTEST_ARGS)
+endif
 endif
 
 # The emulator's C tests (model and command line), then the same tests on an

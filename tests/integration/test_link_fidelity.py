@@ -37,6 +37,7 @@ MCCLAB = [sys.executable, "-m", "mcclab"]
 RATE_TOL = 0.02  # rate within ±2%
 P99_SPREAD_MS = 1.0  # p99 - median at rates <= 10 Mbit/s
 ECHOES = 1000  # the p99 rests on the ten slowest (of 200 it was the second slowest)
+RTT_ROUNDS = 6  # rounds of ECHOES at most, until 90 % of ECHOES are clear of stalls
 TCP_UTILISATION = 0.90
 BASE = {"rate": "10Mbit", "delay": "5ms", "queue": {"limit": "40pkt"}}
 
@@ -166,42 +167,56 @@ def test_rate_udp_and_tcp_within_2_percent(lab, capsys):
     assert forward(lab).errors == 0
 
 
+@pytest.mark.timeout(300)  # up to RTT_ROUNDS rounds, each after a wait for a quiet machine
 def test_rtt_median_and_tail(lab, capsys):
     use(lab, rate="10Mbit", delay="20ms", queue={"limit": "40pkt"})
-    # Watchers on every CPU, above the lab's priorities, mark the spans in which the
-    # machine itself ran nothing for longer than the tail target (a stalled VM); echoes
-    # in flight then are set aside for the tail, counted, and may not exceed 10 %.
-    waited = fx.wait_for_quiet_machine(threshold=P99_SPREAD_MS / 1e3)
-    watchers = fx.machine_stalls(ECHOES * 0.01 + 3, threshold=P99_SPREAD_MS / 1e3)
-    arp_before = fx.arp_cache_counters()
-    echoes = fx.icmp_echoes(lab, "s", "d", count=ECHOES, interval=0.01)
-    arp = {k: v - arp_before[k] for k, v in fx.arp_cache_counters().items()}
-    stalls = fx.stalls_of(watchers)
-    s = fx.rtt_summary([e.rtt_ms for e in echoes])
-    clear = fx.rtt_summary(fx.clear_of_stalls(echoes, stalls))
-    # Where a slow echo was held, if the emulators were late (CI once saw a p99 of 93 ms
-    # with a single 2 ms machine stall): for the report, not asserted. A CI rehearsal
-    # once lost 43 echoes and held others for 0.9 s with the emulators and the machine
-    # on time: an address resolved again (a 1 s ARP retransmit, the queue of packets
-    # waiting for it overflowing), which the lab's pinned neighbours now rule out. The
-    # sequence numbers and the ARP counters say where such a hold was.
-    late = emulator_lateness(lab)
     # two propagation delays plus the 84-byte echo's serialisation each way
     want = 2 * 20 + 2 * fx.ICMP_IP_BYTES * 8 / 10e6 * 1e3
-    trouble = fx.echo_trouble(echoes, ECHOES, slow_ms=round(want) + 10)
-    show(capsys, f"RTT want {want:.3f} ms: median {s['median']:.3f}, p99 {s['p99']:.3f} ms; "
-                 f"quiet after {waited:.0f} s; "
-                 f"{len(stalls)} machine stalls, {s['n'] - clear['n']} echoes set aside, "
-                 f"p99 of the rest {clear['p99']:.3f} ms; {trouble}; ARP entries made "
-                 f"{arp['allocs']}, unresolved discards {arp['unresolved_discards']}; "
-                 f"emulators: {late}")
-    why = (trouble, arp, stalls, late)
-    # still pinned (s-r and r-d, both ways): nothing on the path was resolved again
-    assert permanent_neighbours(lab) == len(userspace.neighbour_pairs(lab.plan)) == 4
-    assert s["n"] == ECHOES, why
-    assert abs(s["median"] - want) <= max(0.5, 0.02 * want), s
-    assert clear["n"] >= 0.9 * ECHOES, (clear, stalls)
-    assert clear["p99"] - clear["median"] <= P99_SPREAD_MS, (clear, why)
+    # Watchers on every CPU, above the lab's priorities, mark the spans in which the
+    # machine itself ran nothing for longer than the tail target (a stalled VM); echoes
+    # in flight then are set aside, and the median and the tail are those of the rest.
+    # They rest on at least 90 % of ECHOES echoes clear of stalls: a round that leaves
+    # fewer is followed by another, at most RTT_ROUNDS in all, and the clear echoes are
+    # pooled. A VM can stall for 2-18 ms several times a second for minutes while idle
+    # (measured on the CI machine's kind); CI once set aside 760 of 1000 echoes after a
+    # minute's wait for quiet, and a median of all echoes then was 1.1 ms late.
+    clear: list[float] = []
+    rounds = 0
+    while rounds < RTT_ROUNDS and len(clear) < 0.9 * ECHOES:
+        rounds += 1
+        waited = fx.wait_for_quiet_machine(timeout=60.0 if rounds == 1 else 15.0,
+                                           threshold=P99_SPREAD_MS / 1e3)
+        watchers = fx.machine_stalls(ECHOES * 0.01 + 3, threshold=P99_SPREAD_MS / 1e3)
+        arp_before = fx.arp_cache_counters()
+        echoes = fx.icmp_echoes(lab, "s", "d", count=ECHOES, interval=0.01)
+        arp = {k: v - arp_before[k] for k, v in fx.arp_cache_counters().items()}
+        stalls = fx.stalls_of(watchers)
+        s = fx.rtt_summary([e.rtt_ms for e in echoes])
+        mine = fx.clear_of_stalls(echoes, stalls)
+        clear += mine
+        # Where a slow echo was held, if the emulators were late (CI once saw a p99 of
+        # 93 ms with a single 2 ms machine stall): for the report, not asserted. A CI
+        # rehearsal once lost 43 echoes and held others for 0.9 s with the emulators and
+        # the machine on time: an address resolved again (a 1 s ARP retransmit, the queue
+        # of packets waiting for it overflowing), which the lab's pinned neighbours now
+        # rule out. The sequence numbers and the ARP counters say where such a hold was.
+        late = emulator_lateness(lab)
+        trouble = fx.echo_trouble(echoes, ECHOES, slow_ms=round(want) + 10)
+        show(capsys, f"round {rounds}: RTT want {want:.3f} ms: median {s['median']:.3f}, "
+                     f"p99 {s['p99']:.3f} ms; quiet after {waited:.0f} s; "
+                     f"{len(stalls)} machine stalls, {s['n'] - len(mine)} echoes set aside; "
+                     f"{trouble}; ARP entries made {arp['allocs']}, unresolved discards "
+                     f"{arp['unresolved_discards']}; emulators: {late}")
+        why = (trouble, arp, stalls, late)
+        # still pinned (s-r and r-d, both ways): nothing on the path was resolved again
+        assert permanent_neighbours(lab) == len(userspace.neighbour_pairs(lab.plan)) == 4
+        assert s["n"] == ECHOES, why
+    pooled = fx.rtt_summary(clear)
+    show(capsys, f"{rounds} round(s): {pooled['n']} echoes clear of stalls, median "
+                 f"{pooled['median']:.3f}, p99 {pooled['p99']:.3f} ms")
+    assert pooled["n"] >= 0.9 * ECHOES, (pooled, rounds, stalls)
+    assert abs(pooled["median"] - want) <= max(0.5, 0.02 * want), pooled
+    assert pooled["p99"] - pooled["median"] <= P99_SPREAD_MS, (pooled, why)
 
 
 def test_loss_inside_the_99_percent_interval(lab, capsys):
