@@ -13,13 +13,17 @@ Progress = Callable[[str, int, int], None]
 
 def poll_readiness(plans: dict[str, DaemonPlan], probe: Callable[[str, ReadinessCheck], str],
                    check_alive: Callable[[str], None], timeout: float, progress: Progress,
-                   interval: float, error: Callable[[str], Exception]) -> float:
+                   interval: float, error: Callable[[str], Exception],
+                   explain: Callable[[str], str] | None = None) -> float:
     """Run every pending check of every router, round after round, until all pass.
 
     ``probe(node, check)`` returns the check's output ('' when it could not run);
     ``check_alive(node)`` raises when a router's daemon has died, so a crash is not
     waited out. Past ``timeout`` seconds raises ``error(message)`` naming every check
-    still pending with its last output. Returns the seconds it took.
+    still pending with its last output, and, with ``explain``, what ``explain(node)``
+    says of each router that has one pending (its routes, its daemons' logs: what a
+    rare timeout needs to be understood after the lab is gone). Returns the seconds
+    it took.
     """
     start = time.monotonic()
     pending = {(node, i) for node, plan in plans.items() for i in range(len(plan.readiness))}
@@ -41,6 +45,9 @@ def poll_readiness(plans: dict[str, DaemonPlan], probe: Callable[[str, Readiness
                 f"  {node}: {plans[node].readiness[i].name} not ready; last output: "
                 f"{last.get((node, i), '').strip()[:300] or '(none)'}"
                 for node, i in sorted(pending))
+            if explain is not None:
+                details += "".join(f"\n{node}, as it stood:\n{explain(node)}"
+                                   for node in sorted({node for node, _ in pending}))
             raise error(f"routing not ready after {timeout:g} s:\n{details}")
         time.sleep(interval)
     return time.monotonic() - start

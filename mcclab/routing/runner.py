@@ -100,6 +100,17 @@ class RouterSet:
             if not proc.alive():
                 raise RoutingError(f"{proc.what} exited early; its output:\n{_log_tail(log)}")
 
+    def _explain(self, node: str) -> str:
+        """A router that is not ready, for the timeout's message: its namespace's unicast
+        routes (the RIB its daemons read) and the tails of its daemons' logs."""
+        routes = self._probe(node, ("ip", "-4", "route", "show"), True).strip()
+        parts = [f"  ip route: {'; '.join(routes.splitlines()) or '(none)'}"]
+        for log in self.plans[node].logs:
+            tail = _log_tail(Path(log), lines=8)
+            parts.append(f"  {Path(log).name}:\n" + "\n".join(f"    {line}"
+                                                            for line in tail.splitlines()))
+        return "\n".join(parts)
+
     def _probe(self, node: str, argv: tuple[str, ...], in_netns: bool) -> str:
         """Run a readiness probe and return its stdout ('' on failure)."""
         command = Cmd(tuple(argv), netns_name(node) if in_netns else None, check=False)
@@ -115,7 +126,8 @@ class RouterSet:
         start = time.monotonic()
         poll_readiness(self.plans, lambda node, check: self._probe(node, check.argv,
                                                                    check.in_netns),
-                       self._check_alive, timeout, progress, POLL_INTERVAL, RoutingError)
+                       self._check_alive, timeout, progress, POLL_INTERVAL, RoutingError,
+                       explain=self._explain)
         self._settle(progress)
         self.ready_after = time.monotonic() - start
 

@@ -53,3 +53,40 @@ def test_the_timeout_names_every_pending_check_with_its_last_output():
     text = str(caught.value)
     assert "routing not ready after 0 s" in text
     assert "r1: nbr not ready; last output: r1 says no" in text and "r2" not in text
+
+
+def test_the_timeout_says_what_explain_knows_of_each_router_still_pending():
+    # A rare timeout (FRR 10's RP with no RPF interface for 60 s, once in a whole suite)
+    # cannot be looked into once the lab is down: the message carries each pending
+    # router's own account, and only theirs.
+    asked: list[str] = []
+
+    def explain(node):  # noqa: ANN001, ANN202
+        asked.append(node)
+        return f"  routes of {node}"
+
+    with pytest.raises(Boom) as caught:
+        poll_readiness(plans(r1=[("nbr", lambda o: False), ("rp", lambda o: False)],
+                             r2=[("rp", lambda o: True)]),
+                       lambda n, c: "", lambda node: None, 0.0, lambda *a: None, 0.0, Boom,
+                       explain=explain)
+    assert asked == ["r1"]
+    assert str(caught.value).endswith("r1, as it stood:\n  routes of r1")
+
+
+def test_a_lab_router_explains_itself_by_its_routes_and_its_daemons_logs(tmp_path):
+    from mcclab.routing.runner import RouterSet
+
+    class Runner:  # what the namespace would answer to `ip -4 route show`
+        def argv(self, command):  # noqa: ANN001, ANN202
+            assert command.argv == ("ip", "-4", "route", "show") and command.netns == "mcl-r3"
+            return ("printf", "10.0.0.0/30 dev r3-eth0\\n10.0.0.4/30 via 10.0.0.1\\n")
+
+    log = tmp_path / "pimd.log"
+    log.write_text("".join(f"line {i}\n" for i in range(20)))
+    routers = RouterSet(None, None, None, Runner())
+    routers.plans["r3"] = SimpleNamespace(logs=(str(log), str(tmp_path / "zebra.log")))
+    said = routers._explain("r3")
+    assert said.splitlines()[0] == "  ip route: 10.0.0.0/30 dev r3-eth0; 10.0.0.4/30 via 10.0.0.1"
+    assert "  pimd.log:\n    line 12\n" in said and "line 11" not in said
+    assert said.endswith("  zebra.log:\n    (no log)")
