@@ -23,6 +23,7 @@ import pytest
 from standins import stand_ins
 
 from mcclab.model.loader import load_topology
+from mcclab.state import command_line
 from mcclab.testbed.inventory import load_inventory
 from mcclab.testbed.provision import read_output
 
@@ -45,15 +46,8 @@ def _accepted(log: Path) -> list[str]:
 def _ssh_masters(prefix: str) -> list[str]:
     """Command lines of the processes that name a path under ``prefix`` (an ssh master
     keeps its control socket's path in its process title: ``ssh: <path> [mux]``)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # gone, or not a process
-            continue
-        if prefix in line and "ssh" in line:
-            found.append(line)
-    return found
+    lines = (command_line(int(p.name)) for p in Path("/proc").iterdir() if p.name.isdigit())
+    return [line for line in lines if prefix in line and "ssh" in line]
 
 
 def test_provision_check_mode_over_ssh_on_one_stand_in(tmp_path):
