@@ -154,12 +154,18 @@ class ReadinessCheck:
     ``in_netns`` says whether ``argv`` must run inside the router's network
     namespace. Control sockets are filesystem paths, which are reachable from
     any namespace, so the built-in checks can run from the root namespace.
+
+    ``remedy``, when set, is a command run the same way each time the check has
+    stayed pending for ``remedy_after`` seconds: for a known daemon state that
+    never passes on its own, which the runner reports when it used it.
     """
 
     name: str
     argv: tuple[str, ...]
     predicate: Callable[[str], bool] = field(compare=False)
     in_netns: bool = False
+    remedy: tuple[str, ...] = ()
+    remedy_after: float = 10.0
 
 
 @dataclass(frozen=True)

@@ -206,6 +206,19 @@ def vtysh_argv(spec: RouterSpec, command: str, vtysh: str = VTYSH) -> tuple[str,
     return (vtysh, "--vty_socket", paths(spec)["vty_dir"], "-d", "pimd", "-c", command)
 
 
+def rp_reapply_argv(spec: RouterSpec, vtysh: str = VTYSH) -> tuple[str, ...]:
+    """vtysh removing and adding this router's static RP again, so pimd resolves it anew.
+
+    A pimd (10.7) whose first RPF lookups found zebra not yet answering ("zclient
+    lookup socket is not connected" in its log) keeps its static RP with no RPF
+    interface for good, route or not; the RP taken out and put back is resolved at
+    once (docs/routing.md, "FRR 10 start-up").
+    """
+    rp = f"{spec.rp} {ALL_MULTICAST}"
+    return (*vtysh_argv(spec, "configure terminal", vtysh),
+            "-c", f"no ip pim rp {rp}", "-c", f"ip pim rp {rp}")
+
+
 def plan(spec: RouterSpec, build: FrrBuild = DEBIAN, user: str = "frr", group: str = "frr",
          spt_switchover: bool = False) -> DaemonPlan:
     """Files, argvs and readiness checks for zebra + pimd (and mgmtd in 10.x) on one router.
@@ -228,7 +241,8 @@ def plan(spec: RouterSpec, build: FrrBuild = DEBIAN, user: str = "frr", group: s
         rp = spec.rp
         checks.append(ReadinessCheck("rp-reachable",
                                      vtysh_argv(spec, "show ip pim rp-info json", vtysh),
-                                     lambda out: rp_reachable(out, rp)))
+                                     lambda out: rp_reachable(out, rp),
+                                     remedy=rp_reapply_argv(spec, vtysh)))
     daemons = (("mgmtd",) if build.mgmtd else ()) + ("zebra", "pimd")
     files = {p["zebra_conf"]: zebra_conf(spec),
              p["pimd_conf"]: pimd_conf(spec, spt_switchover, build.keepalive_s)}

@@ -22,7 +22,7 @@ from mcclab.model.addressing import AddressPlan
 from mcclab.model.topology import Topology
 from mcclab.net.node_config import netns_name
 from mcclab.processes import spawn
-from mcclab.routing.common import DaemonPlan
+from mcclab.routing.common import DaemonPlan, ReadinessCheck
 from mcclab.routing.plan import daemon_plan
 from mcclab.routing.readiness import poll_readiness
 from mcclab.state import LabState, TrackedProcess
@@ -51,6 +51,7 @@ class RouterSet:
         self.procs: dict[str, list[tuple[TrackedProcess, Path]]] = {}
         self.ready_after: float | None = None
         self.started_at: float | None = None
+        self.remedies: list[str] = []  # readiness remedies run, for the ready summary
 
     def node_dir(self, node: str) -> Path:
         """A router's private directory."""
@@ -111,6 +112,10 @@ class RouterSet:
                                                             for line in tail.splitlines()))
         return "\n".join(parts)
 
+    def _remedied(self, node: str, check: ReadinessCheck, pending: float) -> None:
+        """Note a readiness remedy run (``ReadinessCheck.remedy``) for the summary."""
+        self.remedies.append(f"{node} {check.name} remedied after {pending:.0f} s")
+
     def _probe(self, node: str, argv: tuple[str, ...], in_netns: bool) -> str:
         """Run a readiness probe and return its stdout ('' on failure)."""
         command = Cmd(tuple(argv), netns_name(node) if in_netns else None, check=False)
@@ -127,7 +132,7 @@ class RouterSet:
         poll_readiness(self.plans, lambda node, check: self._probe(node, check.argv,
                                                                    check.in_netns),
                        self._check_alive, timeout, progress, POLL_INTERVAL, RoutingError,
-                       explain=self._explain)
+                       explain=self._explain, remedied=self._remedied)
         self._settle(progress)
         self.ready_after = time.monotonic() - start
 
@@ -155,4 +160,5 @@ class RouterSet:
         rp = self.topo.rp if self.topo.routing.backend != "smcroute" else None
         rp_text = f", RP {rp} ({self.plan.address_of(rp)})" if rp else ""
         took = f" in {self.ready_after:.2f}s" if self.ready_after is not None else ""
-        return f"{len(self.plans)} routers, {checks} checks passed{took}{rp_text}"
+        fixes = f" ({'; '.join(self.remedies)})" if self.remedies else ""
+        return f"{len(self.plans)} routers, {checks} checks passed{took}{rp_text}{fixes}"

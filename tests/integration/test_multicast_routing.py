@@ -8,6 +8,8 @@ asserts on per-group nftables counters at every interface.
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 
@@ -217,3 +219,44 @@ def test_smcroute_never_prunes(kernel_features):
     with Lab(resolve_topology(topo), options(kernel_features)) as lab:
         took = leave_time(lab, "src", "h3n1", observe=4.0)
     assert took == float("inf"), "smcroute's static route stopped after a leave"
+
+
+def test_frr10_rp_left_unresolved_by_an_early_pimd_is_remedied(kernel_features, capsys):
+    # The start-up race behind rare FRR 10 readiness timeouts, made to happen: r3's
+    # pimd starts 4 s before its zebra, so its first RPF lookups find no zebra
+    # ("zclient lookup socket is not connected") and it keeps the static RP with no
+    # RPF interface for good. The rp-reachable check's remedy (the RP taken out and
+    # put back) must bring r3 to ready, and only after the check waited it out.
+    from mcclab.commands import Cmd
+    from mcclab.net.node_config import netns_name
+    from mcclab.processes import spawn
+    from mcclab.state import kill_group
+
+    with Lab(with_routing("chain3", "frr10"), options(kernel_features)) as lab:
+        routers = lab.routers
+        plan = routers.plans["r3"]
+        zebra, pimd = plan.start[-2:]
+        pimd_log = Path(plan.logs[-1])
+        before = pimd_log.stat().st_size
+        for proc, _ in routers.procs["r3"][-2:]:
+            kill_group(proc)
+        Path(plan.await_paths[-1]).unlink(missing_ok=True)  # zebra's socket, left behind
+        del routers.procs["r3"][-2:]
+        for argv, pause in ((pimd, 4.0), (zebra, 0.0)):
+            log = routers.node_dir("r3") / f"{Path(argv[-1]).name}-late.out"
+            proc = spawn(lab.state, Cmd(tuple(argv), netns_name("r3")), log, "frr10 r3",
+                         runner=lab.runner)
+            routers.procs["r3"].append((proc, log))
+            time.sleep(pause)
+        routers.remedies.clear()
+        start = time.monotonic()
+        routers.wait_ready(timeout=40.0)
+        took = time.monotonic() - start
+        with pimd_log.open("rb") as f:
+            f.seek(before)
+            restarted = f.read().decode(errors="replace")
+    with capsys.disabled():
+        print(f"\nFRR 10 pimd before zebra: ready after {took:.1f} s; {routers.remedies}")
+    assert "zclient lookup socket is not connected" in restarted  # the race did happen
+    assert [r.split(" remedied")[0] for r in routers.remedies] == ["r3 rp-reachable"]
+    assert took >= plan.readiness[-1].remedy_after

@@ -6,12 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from mcclab.routing.common import ReadinessCheck
 from mcclab.routing.readiness import poll_readiness
 
 
 def plans(**checks):  # noqa: ANN003, ANN201 - router -> list of (name, predicate)
-    return {node: SimpleNamespace(readiness=[SimpleNamespace(name=n, argv=(n,), predicate=p)
-                                             for n, p in items])
+    return {node: SimpleNamespace(readiness=[ReadinessCheck(n, (n,), p) for n, p in items])
             for node, items in checks.items()}
 
 
@@ -72,6 +72,48 @@ def test_the_timeout_says_what_explain_knows_of_each_router_still_pending():
                        explain=explain)
     assert asked == ["r1"]
     assert str(caught.value).endswith("r1, as it stood:\n  routes of r1")
+
+
+def test_a_check_pending_past_its_remedy_time_runs_the_remedy_once_each_time():
+    # FRR 10's pimd can keep its static RP unresolved for good if zebra did not answer
+    # its first lookups; the check carries the command that makes pimd look again.
+    clock = iter(range(100))
+    ran: list[tuple[str, ...]] = []
+    heard: list[tuple[str, str, float]] = []
+
+    def probe(node, check):  # noqa: ANN001, ANN202
+        ran.append(check.argv)
+        return "ok" if len([a for a in ran if a == ("fix",)]) == 2 else ""
+
+    rp = ReadinessCheck("rp", ("show",), lambda o: o == "ok", remedy=("fix",), remedy_after=3)
+    other = ReadinessCheck("nbr", ("nbrs",), lambda o: True, remedy=("never",), remedy_after=0)
+    poll_readiness({"r3": SimpleNamespace(readiness=[rp, other])}, probe, lambda n: None,
+                   99.0, lambda *a: None, 0.0, Boom,
+                   remedied=lambda node, check, after: heard.append((node, check.name, after)),
+                   clock=lambda: float(next(clock)))
+    # a passing check is never remedied; the pending one is, every 3 s it stays pending
+    assert ("never",) not in ran
+    assert ran.count(("fix",)) == 2
+    assert [(n, c) for n, c, _ in heard] == [("r3", "rp"), ("r3", "rp")]
+    gaps = [b - a for (_, _, a), (_, _, b) in zip(heard, heard[1:], strict=False)]
+    assert heard[0][2] >= 3 and all(g >= 3 for g in gaps), heard
+
+
+def test_frr_plans_reapply_the_static_rp_as_the_rp_checks_remedy():
+    from mcclab.routing import frr
+    from mcclab.routing.common import RouterIface, RouterSpec
+
+    spec = RouterSpec(name="r3", ifaces=(RouterIface("r3-eth0", "10.0.2.2/30"),),
+                      run_dir="/tmp/mcclab-test/r3", rp="10.0.0.2", pim_neighbors=("10.0.2.1",))
+    check = next(c for c in frr.plan(spec).readiness if c.name == "rp-reachable")
+    argv = check.remedy
+    assert argv[:len(frr.vtysh_argv(spec, "configure terminal"))] == frr.vtysh_argv(
+        spec, "configure terminal")
+    assert argv[-4:] == ("-c", "no ip pim rp 10.0.0.2 224.0.0.0/4",
+                         "-c", "ip pim rp 10.0.0.2 224.0.0.0/4")
+    no_rp = RouterSpec(name="r3", ifaces=spec.ifaces, run_dir=spec.run_dir,
+                       pim_neighbors=spec.pim_neighbors)
+    assert all(not c.remedy for c in frr.plan(no_rp).readiness)
 
 
 def test_a_lab_router_explains_itself_by_its_routes_and_its_daemons_logs(tmp_path):
