@@ -53,12 +53,15 @@ struct lane {
 	uint64_t late_n, late_over_100us;
 	int64_t late_sum_ns, late_max_ns;
 	uint64_t late_hist[LATE_BUCKETS + 1]; /* 10 us buckets, last = overflow */
+	/* When: the most recent verdicts at least --late-log-us late (monotonic ns). */
+	struct le_latelog late_log;
 };
 
 static struct lane *lanes;
 static size_t nlanes;
 static const char *stats_path;
 static int memory_locked; /* mlockall succeeded (see lock_memory) */
+static long late_log_us = 500; /* --late-log-us; 0 = off */
 /* Longest stats write: the loop serves no packet meanwhile, so the stats say
  * whether writing them ever held the link up. */
 static int64_t stats_write_max_ns;
@@ -244,6 +247,7 @@ struct lane_snap {
 	uint64_t late_n, late_over_100us;
 	int64_t late_sum_ns, late_max_ns;
 	uint64_t late_hist[LATE_BUCKETS + 1];
+	struct le_latelog late_log;
 };
 
 static struct lane_snap *snap_shared, *snap_local; /* loop -> writer, writer's copy */
@@ -317,6 +321,7 @@ static void snapshot(struct lane_snap *s, int64_t now)
 		o->late_sum_ns = l->late_sum_ns;
 		o->late_max_ns = l->late_max_ns;
 		memcpy(o->late_hist, l->late_hist, sizeof(o->late_hist));
+		o->late_log = l->late_log; /* 4 KB, still only a copy */
 	}
 }
 
@@ -325,6 +330,16 @@ static void snapshot(struct lane_snap *s, int64_t now)
 static void write_snapshot(struct lane_snap *s, int64_t now)
 {
 	int64_t t0 = mono_ns();
+	/* The late events are kept in CLOCK_MONOTONIC and written as CLOCK_REALTIME,
+	 * the clock the measurements they excuse are stamped with. The offset
+	 * (realtime - monotonic, read back to back) is taken here rather than in
+	 * the loop's snapshot(), so the loop only copies: it changes only when the
+	 * wall clock is slewed (NTP, typically <= 500 ppm: a few us over the ms
+	 * between snapshot and write) or stepped (which shifts the events recorded
+	 * before the step whichever side reads the offset). */
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	const int64_t rt_offset = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - mono_ns();
 	read_kernel_counters(s, nlanes);
 	char tmp[4096];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", stats_path, (int)getpid());
@@ -348,7 +363,7 @@ static void write_snapshot(struct lane_snap *s, int64_t now)
 			", \"kernel_queue_total\": %" PRIu64 ", \"kernel_dropped\": %" PRIu64
 			", \"kernel_user_dropped\": %" PRIu64 ", \"enobufs\": %" PRIu64
 			", \"nl_errors\": %" PRIu64 ", \"late_avg_us\": %.1f, \"late_max_us\": %.1f"
-			", \"late_p50_us\": %.0f, \"late_p99_us\": %.0f, \"late_over_100us\": %" PRIu64 "}",
+			", \"late_p50_us\": %.0f, \"late_p99_us\": %.0f, \"late_over_100us\": %" PRIu64,
 			i ? "," : "", l->queue, l->name, l->pkts_in, l->bytes_in, l->pkts_out,
 			l->bytes_out, l->drops_queue, l->drops_loss, l->control_in, l->qlen, l->qlen_bytes,
 			l->red_avg,
@@ -357,6 +372,14 @@ static void write_snapshot(struct lane_snap *s, int64_t now)
 			l->late_n ? (double)l->late_sum_ns / (double)l->late_n / 1e3 : 0.0,
 			(double)l->late_max_ns / 1e3, late_quantile(l, 0.5), late_quantile(l, 0.99),
 			l->late_over_100us);
+		fprintf(f, ", \"late_log_us\": %ld, \"late_events_total\": %" PRIu64
+			", \"late_events\": [", late_log_us, l->late_log.total);
+		for (size_t k = 0; k < le_latelog_len(&l->late_log); k++) {
+			const struct le_late_event *e = le_latelog_at(&l->late_log, k);
+			fprintf(f, "%s[%" PRId64 ", %" PRId64 "]", k ? ", " : "",
+				e->due + rt_offset, e->released + rt_offset);
+		}
+		fprintf(f, "]}");
 	}
 	fprintf(f, "\n}}\n");
 	if (fclose(f) != 0 || rename(tmp, stats_path) < 0) {
@@ -500,7 +523,8 @@ static void lock_memory(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: mcclab-linkemu --config FILE [--stats FILE] [--stats-interval-ms N]\n"
-		   "                      [--spin-us N] [--spin-budget-ms N] [--rt-priority N] [--check]\n"
+		   "                      [--spin-us N] [--spin-budget-ms N] [--rt-priority N]\n"
+		   "                      [--late-log-us N] [--check]\n"
 		   "See linkemu/README.md for the config and stats formats.\n");
 }
 
@@ -519,6 +543,7 @@ int main(int argc, char **argv)
 		{"stats-interval-ms", required_argument, 0, 'i'}, {"check", no_argument, 0, 'k'},
 		{"spin-us", required_argument, 0, 'p'}, {"rt-priority", required_argument, 0, 'r'},
 		{"spin-budget-ms", required_argument, 0, 'b'},
+		{"late-log-us", required_argument, 0, 'l'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -565,6 +590,16 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 'l': {
+			char *end;
+			late_log_us = strtol(optarg, &end, 10);
+			if (end == optarg || *end || late_log_us < 0 || late_log_us > 60000000) {
+				fprintf(stderr, "mcclab-linkemu: --late-log-us: bad value '%s' "
+					"(0..60000000)\n", optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'k': check = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -606,9 +641,11 @@ int main(int argc, char **argv)
 	snap_local = calloc(nlanes, sizeof(*snap_local));
 	if (!lanes || !snap_shared || !snap_local)
 		die("calloc");
-	for (size_t i = 0; i < nlanes; i++)
+	for (size_t i = 0; i < nlanes; i++) {
 		if (le_queue_init(&lanes[i].q, &cfgs[i]) < 0)
 			die("queue init");
+		le_latelog_init(&lanes[i].late_log);
+	}
 	free(cfgs);
 	for (size_t i = 0; i < nlanes; i++) {
 		lane_open(&lanes[i]);
@@ -641,6 +678,7 @@ int main(int argc, char **argv)
 	}
 
 	const int64_t interval = interval_ms * 1000000;
+	const int64_t late_log_ns = (int64_t)late_log_us * 1000;
 	struct le_spin spinner;
 	le_spin_init(&spinner, spin_us * 1000, spin_budget_ms * 1000000, mono_ns());
 	int64_t next_stats = mono_ns() + interval;
@@ -679,6 +717,7 @@ int main(int argc, char **argv)
 					l->late_max_ns = late;
 				int64_t b = late / LATE_BUCKET_NS;
 				l->late_hist[b < LATE_BUCKETS ? b : LATE_BUCKETS]++;
+				le_latelog_note(&l->late_log, late_log_ns, p.due, now);
 			}
 			flush_verdicts(&lanes[i]);
 			int64_t d = le_next_due(&lanes[i].q);

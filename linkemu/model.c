@@ -336,3 +336,38 @@ void le_spin_used(struct le_spin *s, int64_t ns, int64_t now)
 	if (s->budget_ns && before < s->budget_ns && s->used >= s->budget_ns)
 		s->exhausted++;
 }
+
+void le_latelog_init(struct le_latelog *log)
+{
+	memset(log, 0, sizeof(*log));
+}
+
+/* The ring's state is its total alone: the next slot is total mod the size,
+ * and once it has wrapped that slot also holds the oldest event. */
+void le_latelog_add(struct le_latelog *log, int64_t due_ns, int64_t released_ns)
+{
+	struct le_late_event *e = &log->ev[log->total % LE_LATE_EVENTS];
+	e->due = due_ns;
+	e->released = released_ns;
+	log->total++;
+}
+
+int le_latelog_note(struct le_latelog *log, int64_t threshold_ns, int64_t due_ns,
+		    int64_t released_ns)
+{
+	if (threshold_ns <= 0 || released_ns - due_ns < threshold_ns)
+		return 0;
+	le_latelog_add(log, due_ns, released_ns);
+	return 1;
+}
+
+size_t le_latelog_len(const struct le_latelog *log)
+{
+	return log->total < LE_LATE_EVENTS ? (size_t)log->total : LE_LATE_EVENTS;
+}
+
+const struct le_late_event *le_latelog_at(const struct le_latelog *log, size_t i)
+{
+	uint64_t oldest = log->total < LE_LATE_EVENTS ? 0 : log->total % LE_LATE_EVENTS;
+	return &log->ev[(oldest + i) % LE_LATE_EVENTS];
+}

@@ -125,6 +125,33 @@ int64_t le_spin_now(struct le_spin *s, int64_t now);
 /* Account ns of busy-waiting that ended at now. */
 void le_spin_used(struct le_spin *s, int64_t ns, int64_t now);
 
+/* Late-verdict events (--late-log-us): the due time and the release time of each
+ * verdict that went out at least a threshold late, so that measurements made
+ * across a span in which the machine held the emulator up can be set aside.
+ * A fixed ring of the most recent LE_LATE_EVENTS per queue: adding never
+ * allocates and never makes a system call, and a zeroed struct is empty.
+ * Times are whatever clock the caller uses (the loop: CLOCK_MONOTONIC ns). */
+#define LE_LATE_EVENTS 256
+struct le_late_event {
+	int64_t due;      /* when the model wanted the verdict out */
+	int64_t released; /* when it went out */
+};
+struct le_latelog {
+	struct le_late_event ev[LE_LATE_EVENTS];
+	uint64_t total; /* events ever added, including those overwritten since */
+};
+void le_latelog_init(struct le_latelog *log);
+/* Adds an event, overwriting the oldest once the ring is full. */
+void le_latelog_add(struct le_latelog *log, int64_t due_ns, int64_t released_ns);
+/* The threshold rule: adds the event if released_ns - due_ns >= threshold_ns;
+ * threshold_ns <= 0 means logging is off. Returns 1 if it was added. */
+int le_latelog_note(struct le_latelog *log, int64_t threshold_ns, int64_t due_ns,
+		    int64_t released_ns);
+/* Events held now (at most LE_LATE_EVENTS), and the i-th of them, oldest first
+ * (i < le_latelog_len). */
+size_t le_latelog_len(const struct le_latelog *log);
+const struct le_late_event *le_latelog_at(const struct le_latelog *log, size_t i);
+
 /* ns-2 RED pieces, exposed for tests. */
 double le_red_pb(const struct le_cfg *c, double avg);
 double le_red_pa(const struct le_cfg *c, double pb, int count);

@@ -35,6 +35,13 @@ if [ $? = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL spin
 "$bin" --check --config "$tmp/ok.conf" --spin-budget-ms 1001 2>"$tmp/err"
 if [ $? = 2 ] && grep -qF -- "--spin-budget-ms: bad value '1001'" "$tmp/err"; then
 	pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL spin budget range"; fi
+for v in -1 abc "" 60000001; do
+	"$bin" --check --config "$tmp/ok.conf" --late-log-us "$v" 2>"$tmp/err"
+	if [ $? = 2 ] && grep -qF -- "--late-log-us: bad value '$v'" "$tmp/err"; then
+		pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL late log '$v'"; fi
+done
+"$bin" --check --config "$tmp/ok.conf" --late-log-us 0 2>/dev/null
+if [ $? = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL late log off"; fi
 "$bin" --bogus 2>/dev/null
 if [ $? = 2 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL bad option"; fi
 

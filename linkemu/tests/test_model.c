@@ -564,6 +564,65 @@ static void test_spin_budget(void)
 	CHECK(le_spin_now(&s, t0) == 0, "spin 0: never");
 }
 
+/* The late-verdict ring: oldest first, the newest LE_LATE_EVENTS kept, every
+ * event counted; and the threshold rule of --late-log-us. */
+static int latelog_holds(const struct le_latelog *log, int64_t first, size_t n)
+{
+	/* events first..first+n-1, event k being due at k ms and out 300 us later */
+	if (le_latelog_len(log) != n)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct le_late_event *e = le_latelog_at(log, i);
+		if (e->due != (first + (int64_t)i) * MS || e->released != e->due + 300 * US)
+			return 0;
+	}
+	return 1;
+}
+
+static void test_latelog(void)
+{
+	struct le_latelog log;
+	le_latelog_init(&log);
+	CHECK(le_latelog_len(&log) == 0 && log.total == 0, "empty");
+	struct le_latelog zeroed;
+	memset(&zeroed, 0, sizeof(zeroed));
+	CHECK(le_latelog_len(&zeroed) == 0, "a zeroed log is empty");
+
+	for (int64_t k = 0; k < 3; k++)
+		le_latelog_add(&log, k * MS, k * MS + 300 * US);
+	CHECK(latelog_holds(&log, 0, 3) && log.total == 3, "partial fill, oldest first");
+
+	for (int64_t k = 3; k < LE_LATE_EVENTS; k++)
+		le_latelog_add(&log, k * MS, k * MS + 300 * US);
+	CHECK(latelog_holds(&log, 0, LE_LATE_EVENTS) && log.total == LE_LATE_EVENTS,
+	      "exactly full");
+
+	le_latelog_add(&log, LE_LATE_EVENTS * MS, LE_LATE_EVENTS * MS + 300 * US);
+	CHECK(latelog_holds(&log, 1, LE_LATE_EVENTS) && log.total == LE_LATE_EVENTS + 1,
+	      "one past full: the oldest dropped");
+
+	for (int64_t k = LE_LATE_EVENTS + 1; k < 1000; k++)
+		le_latelog_add(&log, k * MS, k * MS + 300 * US);
+	CHECK(latelog_holds(&log, 1000 - LE_LATE_EVENTS, LE_LATE_EVENTS) && log.total == 1000,
+	      "after several wraps: newest %d in order, total %llu", LE_LATE_EVENTS,
+	      (unsigned long long)log.total);
+
+	/* Threshold: lateness >= threshold is logged, 0 turns logging off. */
+	le_latelog_init(&log);
+	const int64_t due = 7 * MS, thr = 500 * US;
+	CHECK(!le_latelog_note(&log, thr, due, due + thr - 1), "1 ns under the threshold");
+	CHECK(!le_latelog_note(&log, thr, due, due), "on time");
+	CHECK(le_latelog_note(&log, thr, due, due + thr), "exactly at the threshold");
+	CHECK(le_latelog_note(&log, thr, due, due + 25 * MS), "25 ms late");
+	CHECK(!le_latelog_note(&log, 0, due, due + 25 * MS), "threshold 0: off");
+	CHECK(le_latelog_note(&log, 1 * US, due, due + 1 * US), "threshold 1 us");
+	CHECK(log.total == 3 && le_latelog_len(&log) == 3 &&
+		      le_latelog_at(&log, 0)->released == due + thr &&
+		      le_latelog_at(&log, 1)->released == due + 25 * MS &&
+		      le_latelog_at(&log, 2)->released == due + 1 * US,
+	      "only the logged events, in order");
+}
+
 int main(void)
 {
 	test_serialization();
@@ -577,6 +636,7 @@ int main(void)
 	test_control_protected();
 	test_config();
 	test_spin_budget();
+	test_latelog();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }

@@ -307,6 +307,53 @@ def clear_of_stalls(echoes: list[Echo], stalls: list[tuple[int, int]]) -> list[f
             if not any(a < e.sent_ns + e.rtt_ms * 1e6 and e.sent_ns < b for a, b in stalls)]
 
 
+
+class LateMark(NamedTuple):
+    """Where the emulators' logs of late verdicts stood when a measurement began."""
+
+    at_ns: int  # CLOCK_REALTIME
+    totals: dict[tuple[str, str], int]  # (node, queue name) -> late_events_total
+
+
+def _emulator_stats(lab: Lab) -> dict[str, dict]:
+    """Each emulator's stats file as it stands, by node."""
+    return {node: json.loads(emu.stats.read_text()) for node, emu in lab.links.emulators.items()}
+
+
+def late_mark(lab: Lab) -> LateMark:
+    """Mark the emulators' late-verdict logs now, for ``emulator_late_spans`` after."""
+    return LateMark(time.time_ns(), {(node, q["name"]): q["late_events_total"]
+                                     for node, st in _emulator_stats(lab).items()
+                                     for q in st["queues"].values()})
+
+
+def late_spans(stats: dict[str, dict], mark: LateMark) -> list[tuple[int, int]]:
+    """The spans (CLOCK_REALTIME ns, due to released) of verdicts an emulator sent late
+    after ``mark``, from its stats (``late_events``: the last 256 verdicts at least
+    ``late_log_us`` late).
+
+    A log that took more events since the mark than it keeps lost the oldest: the
+    span from the mark to the oldest event kept stands for them, so nothing late
+    goes unmarked.
+    """
+    spans: list[tuple[int, int]] = []
+    for node, st in stats.items():
+        for q in st["queues"].values():
+            events = [(int(a), int(b)) for a, b in q["late_events"]]
+            since = q["late_events_total"] - mark.totals.get((node, q["name"]), 0)
+            if since > len(events):
+                spans.append((mark.at_ns, events[0][0]))
+            spans += [(a, b) for a, b in events if b > mark.at_ns]
+    return sorted(spans)
+
+
+def emulator_late_spans(lab: Lab, mark: LateMark, fresh: float = 0.25) -> list[tuple[int, int]]:
+    """``late_spans`` of the lab's emulators since ``mark``, read once the stats written
+    every 100 ms cover the moment of the call (after ``fresh`` seconds)."""
+    time.sleep(fresh)
+    return late_spans(_emulator_stats(lab), mark)
+
+
 # ---------------------------------------------------------------- iperf3
 
 

@@ -38,6 +38,7 @@ RATE_TOL = 0.02  # rate within ±2%
 P99_SPREAD_MS = 1.0  # p99 - median at rates <= 10 Mbit/s
 ECHOES = 1000  # the p99 rests on the ten slowest (of 200 it was the second slowest)
 RTT_ROUNDS = 6  # rounds of ECHOES at most, until 90 % of ECHOES are clear of stalls
+RED_ROUNDS = 3  # RED bursts at most, until one finds a usable machine
 TCP_UTILISATION = 0.90
 BASE = {"rate": "10Mbit", "delay": "5ms", "queue": {"limit": "40pkt"}}
 
@@ -173,8 +174,14 @@ def test_rtt_median_and_tail(lab, capsys):
     # two propagation delays plus the 84-byte echo's serialisation each way
     want = 2 * 20 + 2 * fx.ICMP_IP_BYTES * 8 / 10e6 * 1e3
     # Watchers on every CPU, above the lab's priorities, mark the spans in which the
-    # machine itself ran nothing for longer than the tail target (a stalled VM); echoes
-    # in flight then are set aside, and the median and the tail are those of the rest.
+    # machine itself ran nothing for longer than the tail target (a stalled VM), and the
+    # emulators' own logs mark the spans in which they sent a verdict 0.5 ms or more
+    # after the model's due time (held up while the watchers ran: CI once saw an
+    # emulator 25 ms late, and the tail of the echoes the watchers cleared 1.76 ms).
+    # Echoes in flight then are set aside, and the median and the tail are those of
+    # the rest: the model's delays and the kernel's path, which the emulators do not
+    # time. A late emulator is set aside, not excused: every such echo counts against
+    # the 90 % below.
     # They rest on at least 90 % of ECHOES echoes clear of stalls: a round that leaves
     # fewer is followed by another, at most RTT_ROUNDS in all, and the clear echoes are
     # pooled. A VM can stall for 2-18 ms several times a second for minutes while idle
@@ -188,11 +195,13 @@ def test_rtt_median_and_tail(lab, capsys):
                                            threshold=P99_SPREAD_MS / 1e3)
         watchers = fx.machine_stalls(ECHOES * 0.01 + 3, threshold=P99_SPREAD_MS / 1e3)
         arp_before = fx.arp_cache_counters()
+        mark = fx.late_mark(lab)
         echoes = fx.icmp_echoes(lab, "s", "d", count=ECHOES, interval=0.01)
         arp = {k: v - arp_before[k] for k, v in fx.arp_cache_counters().items()}
         stalls = fx.stalls_of(watchers)
+        held = fx.emulator_late_spans(lab, mark)
         s = fx.rtt_summary([e.rtt_ms for e in echoes])
-        mine = fx.clear_of_stalls(echoes, stalls)
+        mine = fx.clear_of_stalls(echoes, stalls + held)
         clear += mine
         # Where a slow echo was held, if the emulators were late (CI once saw a p99 of
         # 93 ms with a single 2 ms machine stall): for the report, not asserted. A CI
@@ -204,10 +213,11 @@ def test_rtt_median_and_tail(lab, capsys):
         trouble = fx.echo_trouble(echoes, ECHOES, slow_ms=round(want) + 10)
         show(capsys, f"round {rounds}: RTT want {want:.3f} ms: median {s['median']:.3f}, "
                      f"p99 {s['p99']:.3f} ms; quiet after {waited:.0f} s; "
-                     f"{len(stalls)} machine stalls, {s['n'] - len(mine)} echoes set aside; "
+                     f"{len(stalls)} machine stalls, {len(held)} late emulator verdicts, "
+                     f"{s['n'] - len(mine)} echoes set aside; "
                      f"{trouble}; ARP entries made {arp['allocs']}, unresolved discards "
                      f"{arp['unresolved_discards']}; emulators: {late}")
-        why = (trouble, arp, stalls, late)
+        why = (trouble, arp, stalls, held, late)
         # still pinned (s-r and r-d, both ways): nothing on the path was resolved again
         assert permanent_neighbours(lab) == len(userspace.neighbour_pairs(lab.plan)) == 4
         assert s["n"] == ECHOES, why
@@ -267,6 +277,7 @@ def test_droptail_drops_begin_at_the_queue_limit(lab, capsys):
     assert 0 <= extra <= others, (extra, others)
 
 
+@pytest.mark.timeout(300)  # up to RED_ROUNDS bursts, each after waits for a quiet machine
 def test_red_drop_probability_follows_its_curve(lab, capsys):
     red = {"min_th": "5pkt", "max_th": "15pkt", "max_p": "10%", "weight": 0.002}
     use(lab, rate="10Mbit", delay="5ms",
@@ -274,28 +285,38 @@ def test_red_drop_probability_follows_its_curve(lab, capsys):
     size, mu = 1000, 10e6 / (1000 * 8)
     target = 0.03  # an open-loop overload forces this drop fraction (conservation)
     pps = mu / (1 - target)
+    params = RedParams(min_th="5pkt", max_th="15pkt", max_p="10%")
     # Link time the emulator loses forces drops beyond the target: 0.045-0.051 in three
     # CI rehearsals, never alone (pages the VM reclaimed from the emulator, which now
     # locks its memory; docs/links.md). Machine stalls still cost link time: watchers as
     # in the RTT test measure them, and each stalled second may add mu drops, no more.
-    fx.wait_for_quiet_machine(threshold=0.001)
-    settled = fx.wait_for_quiet_path(lab, "s", "d")
-    watchers = fx.machine_stalls(9 + 5, threshold=0.001)
-    burst = fx.probe(lab, "s", "d", count=int(pps * 9), size=size, pps=pps, idle=0.5)
-    stalls = fx.stalls_of(watchers)
-    lost, sent = fx.drop_fraction_after(burst, skip=3.0, pps=pps)
-    measured = lost / sent
-    window = [t for seq, t in zip(burst.seq, burst.sent_ns, strict=True) if seq >= 3.0 * pps]
-    stalled = fx.stalled_seconds(stalls, min(window), max(window))
-    explained = stalled * mu / sent
-    queue = fx.queue_from_owd(burst, 10e6, size, skip=3.0)["mean"]
-    params = RedParams(min_th="5pkt", max_th="15pkt", max_p="10%")
-    expected_avg = fx.red_avg_for_fraction(measured, params, wait=True)
-    show(capsys, f"RED: drop fraction {measured:.4f}, mean queue {queue:.2f} pkts, "
-                 f"curve {expected_avg:.2f}; path quiet after {settled:.0f} s, machine "
-                 f"stalled {stalled * 1e3:.0f} ms (up to {explained:.4f} of the drops); "
-                 f"emulators: {emulator_lateness(lab)}")
-    assert stalled <= 0.1 * (max(window) - min(window)) / 1e9, stalls  # a usable machine
+    # A burst is measured on a usable machine, stalled for at most a tenth of its
+    # window: CI once saw 0.82 s of stalls in 6 s after the waits for quiet, so a burst
+    # that finds the machine stalled longer is followed by another, at most RED_ROUNDS.
+    for rounds in range(1, RED_ROUNDS + 1):
+        wait = 60.0 if rounds == 1 else 15.0
+        fx.wait_for_quiet_machine(timeout=wait, threshold=0.001)
+        settled = fx.wait_for_quiet_path(lab, "s", "d", timeout=wait)
+        watchers = fx.machine_stalls(9 + 5, threshold=0.001)
+        burst = fx.probe(lab, "s", "d", count=int(pps * 9), size=size, pps=pps, idle=0.5)
+        stalls = fx.stalls_of(watchers)
+        lost, sent = fx.drop_fraction_after(burst, skip=3.0, pps=pps)
+        measured = lost / sent
+        window = [t for seq, t in zip(burst.seq, burst.sent_ns, strict=True)
+                  if seq >= 3.0 * pps]
+        span = (max(window) - min(window)) / 1e9
+        stalled = fx.stalled_seconds(stalls, min(window), max(window))
+        explained = stalled * mu / sent
+        queue = fx.queue_from_owd(burst, 10e6, size, skip=3.0)["mean"]
+        expected_avg = fx.red_avg_for_fraction(measured, params, wait=True)
+        show(capsys, f"RED round {rounds}: drop fraction {measured:.4f}, mean queue "
+                     f"{queue:.2f} pkts, curve {expected_avg:.2f}; path quiet after "
+                     f"{settled:.0f} s, machine stalled {stalled * 1e3:.0f} ms of "
+                     f"{span:.1f} s (up to {explained:.4f} of the drops); "
+                     f"emulators: {emulator_lateness(lab)}")
+        if stalled <= 0.1 * span:
+            break
+    assert stalled <= 0.1 * span, (rounds, stalls)  # a usable machine
     assert -0.01 < measured - target < 0.01 + explained, f"drop fraction {measured:.4f}"
     assert abs(queue - expected_avg) <= 1.0, (
         f"mean queue {queue:.2f} pkts; RED's curve puts drop fraction {measured:.4f} "

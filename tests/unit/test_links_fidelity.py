@@ -221,3 +221,27 @@ def test_stalled_seconds_is_the_union_of_the_spans_inside_the_window():
     assert stalled_seconds(stalls, 0, 100 * ms) == pytest.approx(0.040)
     assert stalled_seconds(stalls, 25 * ms, 35 * ms) == pytest.approx(0.010)
     assert stalled_seconds([], 0, 100 * ms) == 0.0
+
+
+def _queue(name, total, events):  # noqa: ANN001, ANN202 - one queue of an emulator's stats
+    return {"name": name, "late_events_total": total, "late_events": events}
+
+
+def test_late_spans_are_the_emulators_late_verdicts_since_the_mark():
+    mark = fx.LateMark(1_000, {("r", "l1:r-d"): 5, ("r", "l1:d-r"): 0})
+    stats = {"r": {"queues": {"0": _queue("l1:r-d", 7, [[900, 950], [990, 1_200], [2_000, 3_000]]),
+                              "1": _queue("l1:d-r", 0, [])}}}
+    # an event over before the mark is not this measurement's; one spanning it is
+    assert fx.late_spans(stats, mark) == [(990, 1_200), (2_000, 3_000)]
+
+
+def test_late_spans_cover_the_events_a_full_log_lost():
+    # 300 late verdicts since the mark, 256 kept: the 44 lost came before the oldest kept
+    kept = [[5_000 + 10 * i, 5_005 + 10 * i] for i in range(256)]
+    mark = fx.LateMark(1_000, {("r", "q"): 10})
+    spans = fx.late_spans({"r": {"queues": {"0": _queue("q", 310, kept)}}}, mark)
+    assert spans[0] == (1_000, 5_000) and len(spans) == 257
+    # an emulator met for the first time since the mark counts all it holds as new
+    assert fx.late_spans({"s": {"queues": {"0": _queue("q", 2, kept[:2])}}}, mark) == [
+        (5_000, 5_005), (5_010, 5_015)]
+
