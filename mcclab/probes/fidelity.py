@@ -307,7 +307,6 @@ def clear_of_stalls(echoes: list[Echo], stalls: list[tuple[int, int]]) -> list[f
             if not any(a < e.sent_ns + e.rtt_ms * 1e6 and e.sent_ns < b for a, b in stalls)]
 
 
-
 class LateMark(NamedTuple):
     """Where the emulators' logs of late verdicts stood when a measurement began."""
 

@@ -157,7 +157,7 @@ class ReadinessCheck:
 
     ``remedy``, when set, is a command run the same way each time the check has
     stayed pending for ``remedy_after`` seconds: for a known daemon state that
-    never passes on its own, which the runner reports when it used it.
+    does not pass on its own; the runner reports each use.
     """
 
     name: str

@@ -210,9 +210,10 @@ def rp_reapply_argv(spec: RouterSpec, vtysh: str = VTYSH) -> tuple[str, ...]:
     """vtysh removing and adding this router's static RP again, so pimd resolves it anew.
 
     A pimd (10.7) whose first RPF lookups found zebra not yet answering ("zclient
-    lookup socket is not connected" in its log) keeps its static RP with no RPF
-    interface for good, route or not; the RP taken out and put back is resolved at
-    once (docs/routing.md, "FRR 10 start-up").
+    lookup socket is not connected" in its log) kept its static RP with no RPF
+    interface for as long as it was watched (40 and 60 s), route or not; the RP
+    taken out and put back was resolved at once (docs/routing.md, FRR 10,
+    "Start-up race").
     """
     rp = f"{spec.rp} {ALL_MULTICAST}"
     return (*vtysh_argv(spec, "configure terminal", vtysh),

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from mcclab.commands import Cmd
 from mcclab.lab import Lab, LabOptions
 from mcclab.model.loader import load_topology, resolve_topology
+from mcclab.net.node_config import netns_name
 from mcclab.probes.reach import (
     ASM_GROUP,
     SSM_GROUP,
@@ -24,8 +26,10 @@ from mcclab.probes.reach import (
     reach,
     summarize,
 )
+from mcclab.processes import spawn
 from mcclab.routing import frr
 from mcclab.slowdown import scaled
+from mcclab.state import kill_group
 
 # timeout: 3x the slowest test measured without a lab-lock wait (78 s, the keepalive
 # prune test, 2-core VM)
@@ -225,13 +229,9 @@ def test_frr10_rp_left_unresolved_by_an_early_pimd_is_remedied(kernel_features, 
     # The start-up race behind rare FRR 10 readiness timeouts, made to happen: r3's
     # pimd starts 4 s before its zebra, so its first RPF lookups find no zebra
     # ("zclient lookup socket is not connected") and it keeps the static RP with no
-    # RPF interface for good. The rp-reachable check's remedy (the RP taken out and
-    # put back) must bring r3 to ready, and only after the check waited it out.
-    from mcclab.commands import Cmd
-    from mcclab.net.node_config import netns_name
-    from mcclab.processes import spawn
-    from mcclab.state import kill_group
-
+    # RPF interface (40 s here without the remedy). The rp-reachable check's remedy
+    # (the RP taken out and put back) must bring r3 to ready, and only after the
+    # check waited it out.
     with Lab(with_routing("chain3", "frr10"), options(kernel_features)) as lab:
         routers = lab.routers
         plan = routers.plans["r3"]
