@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -277,6 +278,19 @@ def test_droptail_drops_begin_at_the_queue_limit(lab, capsys):
     assert 0 <= extra <= others, (extra, others)
 
 
+def red_averages(lab: Lab, seconds: float, every: float = 0.2) -> list[tuple[int, float]]:
+    """(CLOCK_REALTIME ns, the r->d emulator's RED average) every ``every`` s for ``seconds``.
+
+    The RED test asserts on the queue the receivers' delays show; the emulator's own
+    average beside it says, on a miss, whether the emulator's RED or the path strayed.
+    """
+    out, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        out.append((time.time_ns(), forward(lab).red_avg))
+        time.sleep(every)
+    return out
+
+
 @pytest.mark.timeout(300)  # up to RED_ROUNDS bursts, each after waits for a quiet machine
 def test_red_drop_probability_follows_its_curve(lab, capsys):
     red = {"min_th": "5pkt", "max_th": "15pkt", "max_p": "10%", "weight": 0.002}
@@ -298,7 +312,9 @@ def test_red_drop_probability_follows_its_curve(lab, capsys):
         fx.wait_for_quiet_machine(timeout=wait, threshold=0.001)
         settled = fx.wait_for_quiet_path(lab, "s", "d", timeout=wait)
         watchers = fx.machine_stalls(9 + 5, threshold=0.001)
-        burst = fx.probe(lab, "s", "d", count=int(pps * 9), size=size, pps=pps, idle=0.5)
+        with ThreadPoolExecutor(1) as pool:  # the emulator's own average, for the report
+            averages = pool.submit(red_averages, lab, 11.0)
+            burst = fx.probe(lab, "s", "d", count=int(pps * 9), size=size, pps=pps, idle=0.5)
         stalls = fx.stalls_of(watchers)
         lost, sent = fx.drop_fraction_after(burst, skip=3.0, pps=pps)
         measured = lost / sent
@@ -309,8 +325,11 @@ def test_red_drop_probability_follows_its_curve(lab, capsys):
         explained = stalled * mu / sent
         queue = fx.queue_from_owd(burst, 10e6, size, skip=3.0)["mean"]
         expected_avg = fx.red_avg_for_fraction(measured, params, wait=True)
+        own = [a for t, a in averages.result() if min(window) <= t <= max(window)]
+        own_avg = sum(own) / len(own) if own else float("nan")
         show(capsys, f"RED round {rounds}: drop fraction {measured:.4f}, mean queue "
-                     f"{queue:.2f} pkts, curve {expected_avg:.2f}; path quiet after "
+                     f"{queue:.2f} pkts (the emulator's average {own_avg:.2f} over {len(own)} "
+                     f"samples), curve {expected_avg:.2f}; path quiet after "
                      f"{settled:.0f} s, machine stalled {stalled * 1e3:.0f} ms of "
                      f"{span:.1f} s (up to {explained:.4f} of the drops); "
                      f"emulators: {emulator_lateness(lab)}")
