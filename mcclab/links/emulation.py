@@ -367,6 +367,11 @@ class UserspaceEmulation(LinkEmulation):
             out += userspace.parse_stats(data, emu.placed)
         return sorted(out, key=lambda c: (c.link, c.src))
 
+    def stats(self, max_age: float | None = None) -> dict[str, dict]:
+        """Each emulator's whole stats file by node (linkemu/README.md), fresh as in
+        ``counters``: for what the counters leave out, such as the late-verdict log."""
+        return {node: self._read_stats(emu, max_age) for node, emu in self.emulators.items()}
+
     def _read_stats(self, emu: Emulator, max_age: float | None) -> dict:
         """One emulator's stats, fresh enough when asked."""
         deadline = time.monotonic() + 1.0

@@ -314,15 +314,10 @@ class LateMark(NamedTuple):
     totals: dict[tuple[str, str], int]  # (node, queue name) -> late_events_total
 
 
-def _emulator_stats(lab: Lab) -> dict[str, dict]:
-    """Each emulator's stats file as it stands, by node."""
-    return {node: json.loads(emu.stats.read_text()) for node, emu in lab.links.emulators.items()}
-
-
 def late_mark(lab: Lab) -> LateMark:
     """Mark the emulators' late-verdict logs now, for ``emulator_late_spans`` after."""
     return LateMark(time.time_ns(), {(node, q["name"]): q["late_events_total"]
-                                     for node, st in _emulator_stats(lab).items()
+                                     for node, st in lab.links.stats().items()
                                      for q in st["queues"].values()})
 
 
@@ -346,11 +341,12 @@ def late_spans(stats: dict[str, dict], mark: LateMark) -> list[tuple[int, int]]:
     return sorted(spans)
 
 
-def emulator_late_spans(lab: Lab, mark: LateMark, fresh: float = 0.25) -> list[tuple[int, int]]:
-    """``late_spans`` of the lab's emulators since ``mark``, read once the stats written
-    every 100 ms cover the moment of the call (after ``fresh`` seconds)."""
-    time.sleep(fresh)
-    return late_spans(_emulator_stats(lab), mark)
+def emulator_late_spans(lab: Lab, mark: LateMark) -> list[tuple[int, int]]:
+    """``late_spans`` of the lab's emulators since ``mark``, from stats at most 150 ms
+    old (rewritten every 100 ms): they hold every verdict released until 150 ms before
+    the call (the RTT test calls it seconds after its last echo, once its stall
+    watchers have ended)."""
+    return late_spans(lab.links.stats(max_age=0.15), mark)
 
 
 # ---------------------------------------------------------------- iperf3
