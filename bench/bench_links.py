@@ -183,8 +183,8 @@ def expected_rtt_ms(s: Setting) -> float:
 def lateness(lab: Lab) -> dict:
     """Worst verdict lateness (µs) of the emulators since they (re)started: p99 and max."""
     p99, worst = 0.0, 0.0
-    for emu in getattr(lab.links, "emulators", {}).values():
-        for q in json.loads(emu.stats.read_text())["queues"].values():
+    for stats in lab.links.stats().values():  # none on the kernel backend
+        for q in stats["queues"].values():
             p99 = max(p99, q["late_p99_us"] if q["late_p99_us"] >= 0 else 2000.0)
             worst = max(worst, q["late_max_us"])
     return {"p99_us": p99, "max_us": worst}
@@ -276,6 +276,10 @@ def red_point(lab: Lab, s: Setting, target: float, quick: bool) -> dict:
                 samples.append(c["red_avg"])
             stop.wait(0.1)
 
+    # the path's base delay, measured apart (fidelity.idle_base_ns): the burst's own
+    # packets before its first loss give a base a stall can inflate
+    base = fx.idle_base_ns(fx.probe(lab, "s", "d", count=100, size=size, pps=50,
+                                    idle=0.5 + 2 * s.delay))
     th = threading.Thread(target=sample, daemon=True)
     th.start()
     try:
@@ -287,11 +291,13 @@ def red_point(lab: Lab, s: Setting, target: float, quick: bool) -> dict:
     lost, sent = fx.drop_fraction_after(burst, skip=warm, pps=pps)
     total = lost / sent
     fraction = 1 - (1 - total) / (1 - s.loss)  # RED's share (random loss comes first)
-    queue = fx.queue_from_owd(burst, s.rate, size, skip=warm,
+    queue = fx.queue_from_owd(burst, s.rate, size, skip=warm, base_ns=base)["mean"]
+    early = fx.queue_from_owd(burst, s.rate, size, skip=warm,
                               bucket_bytes=token_bucket(lab, s.rate))["mean"]
     point = {
         "target": target, "sent": sent, "drop_fraction": fraction,
         "avg_queue_owd": queue,
+        "avg_queue_owd_early_base": early,  # the base from the burst's pre-loss packets
         "avg_queue_emulator": sum(samples) / len(samples) if samples else math.nan,
         "curve_avg": fx.red_avg_for_fraction(fraction, red),
         "curve_fraction_at_avg": fx.red_expected_fraction(queue, red),
@@ -446,12 +452,18 @@ def report(results: list[Result], reno: dict | None, pps: list[dict], meta: dict
               "Open-loop overload at rate/(1-f) forces a drop fraction f; the average queue "
               "must settle where RED's curve (ns-2, gentle, wait_, count-spaced drops) gives "
               "that fraction.", "",
-              "| setting | forced f | measured f | avg queue (receiver OWD) | avg (emulator) "
-              "| curve: avg for f | curve: f at avg |", "|---|---|---|---|---|---|---|"]
+              "The receivers' one-way delays are read over the idle path's base delay, "
+              "measured just before the burst; the reading over the base the burst's own "
+              "packets before its first loss give is beside it.", "",
+              "| setting | forced f | measured f | avg queue (receiver OWD) | same, pre-loss "
+              "base | avg (emulator) | curve: avg for f | curve: f at avg |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in results:
         for p in r.red:
             lines.append(f"| {r.setting.label} | {p['target']:.2f} | {p['drop_fraction']:.4f} | "
-                         f"{p['avg_queue_owd']:.2f} | {p['avg_queue_emulator']:.2f} | "
+                         f"{p['avg_queue_owd']:.2f} | "
+                         f"{p.get('avg_queue_owd_early_base', math.nan):.2f} | "
+                         f"{p['avg_queue_emulator']:.2f} | "
                          f"{p['curve_avg']:.2f} | {p['curve_fraction_at_avg']:.4f} |")
     if reno:
         lines += ["", "## TCP sanity", "",

@@ -162,6 +162,10 @@ class LinkEmulation:
         """counters() as plain dicts: a tidy table, one row per link direction."""
         return [c.as_dict() for c in self.counters(max_age)]
 
+    def stats(self, max_age: float | None = None) -> dict[str, dict]:
+        """Each emulator process's whole stats by node (none here: no emulator runs)."""
+        return {}
+
     def apply(self, topo: Topology) -> None:
         """Switch to the link parameters of ``topo`` (same nodes and links, new values)."""
         if plan_directions(topo):

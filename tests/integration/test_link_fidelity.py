@@ -122,13 +122,12 @@ def forward(lab: Lab):
 def emulator_lateness(lab: Lab) -> str:
     """Each emulated direction's worst delivery lateness since its emulator started."""
     parts = []
-    for emu in lab.links.emulators.values():
-        stats = json.loads(emu.stats.read_text())
+    for node, stats in lab.links.stats().items():
         for q in stats["queues"].values():
             parts.append(f"{q['name']} max {q['late_max_us']:.0f} us, "
                          f"{q['late_over_100us']} over 100 us, {q['drops_queue']} queue drops")
         # the loop serves no packet while it writes its stats
-        parts.append(f"{emu.node}'s longest stats write {stats['stats_write_max_us']:.0f} us")
+        parts.append(f"{node}'s longest stats write {stats['stats_write_max_us']:.0f} us")
     return "; ".join(parts)
 
 
@@ -156,7 +155,7 @@ def test_emulators_run_sched_fifo(lab):
         # ... and its pages stay in memory: a page the VM reclaimed faults back from disk
         status = Path(f"/proc/{emu.proc.pid}/status").read_text()
         locked_kb = int(re.search(r"VmLck:\s+(\d+) kB", status).group(1))
-        assert locked_kb > 0 and json.loads(emu.stats.read_text())["locked"] is True, emu.node
+        assert locked_kb > 0 and lab.links.stats()[emu.node]["locked"] is True, emu.node
 
 
 def test_rate_udp_and_tcp_within_2_percent(lab, capsys):
@@ -189,11 +188,7 @@ def test_rtt_median_and_tail(lab, capsys):
     # (measured on the CI machine's kind); CI once set aside 760 of 1000 echoes after a
     # minute's wait for quiet, and a median of all echoes then was 1.1 ms late.
     clear: list[float] = []
-    rounds = 0
-    while rounds < RTT_ROUNDS and len(clear) < 0.9 * ECHOES:
-        rounds += 1
-        waited = fx.wait_for_quiet_machine(timeout=60.0 if rounds == 1 else 15.0,
-                                           threshold=P99_SPREAD_MS / 1e3)
+    for rounds, waited, _ in fx.quiet_rounds(RTT_ROUNDS, threshold=P99_SPREAD_MS / 1e3):
         watchers = fx.machine_stalls(ECHOES * 0.01 + 3, threshold=P99_SPREAD_MS / 1e3)
         arp_before = fx.arp_cache_counters()
         mark = fx.late_mark(lab)
@@ -222,6 +217,8 @@ def test_rtt_median_and_tail(lab, capsys):
         # still pinned (s-r and r-d, both ways): nothing on the path was resolved again
         assert permanent_neighbours(lab) == len(userspace.neighbour_pairs(lab.plan)) == 4
         assert s["n"] == ECHOES, why
+        if len(clear) >= 0.9 * ECHOES:
+            break
     pooled = fx.rtt_summary(clear)
     show(capsys, f"{rounds} round(s): {pooled['n']} echoes clear of stalls, median "
                  f"{pooled['median']:.3f}, p99 {pooled['p99']:.3f} ms")
@@ -307,10 +304,13 @@ def test_red_drop_probability_follows_its_curve(lab, capsys):
     # A burst is measured on a usable machine, stalled for at most a tenth of its
     # window: CI once saw 0.82 s of stalls in 6 s after the waits for quiet, so a burst
     # that finds the machine stalled longer is followed by another, at most RED_ROUNDS.
-    for rounds in range(1, RED_ROUNDS + 1):
-        wait = 60.0 if rounds == 1 else 15.0
-        fx.wait_for_quiet_machine(timeout=wait, threshold=0.001)
+    for rounds, _, wait in fx.quiet_rounds(RED_ROUNDS, threshold=0.001):
         settled = fx.wait_for_quiet_path(lab, "s", "d", timeout=wait)
+        # The path's base delay, from 2 s of sparse datagrams just before the burst: the
+        # burst's own packets before its first loss gave a base 5.5 ms high when a stall
+        # held them, and a queue 6.7 packets short of the emulator's average.
+        base = fx.idle_base_ns(fx.probe(lab, "s", "d", count=100, size=size, pps=50,
+                                        idle=0.5))
         watchers = fx.machine_stalls(9 + 5, threshold=0.001)
         with ThreadPoolExecutor(1) as pool:  # the emulator's own average, for the report
             averages = pool.submit(red_averages, lab, 11.0)
@@ -323,13 +323,16 @@ def test_red_drop_probability_follows_its_curve(lab, capsys):
         span = (max(window) - min(window)) / 1e9
         stalled = fx.stalled_seconds(stalls, min(window), max(window))
         explained = stalled * mu / sent
-        queue = fx.queue_from_owd(burst, 10e6, size, skip=3.0)["mean"]
+        queue = fx.queue_from_owd(burst, 10e6, size, skip=3.0, base_ns=base)["mean"]
+        early = fx.queue_from_owd(burst, 10e6, size, skip=3.0)["mean"]  # the old base
         expected_avg = fx.red_avg_for_fraction(measured, params, wait=True)
         own = [a for t, a in averages.result() if min(window) <= t <= max(window)]
         own_avg = sum(own) / len(own) if own else float("nan")
         show(capsys, f"RED round {rounds}: drop fraction {measured:.4f}, mean queue "
-                     f"{queue:.2f} pkts (the emulator's average {own_avg:.2f} over {len(own)} "
-                     f"samples), curve {expected_avg:.2f}; path quiet after "
+                     f"{queue:.2f} pkts over an idle base of {base / 1e6:.3f} ms ("
+                     f"{early:.2f} over the base the burst's first packets give; the "
+                     f"emulator's average {own_avg:.2f} over {len(own)} samples), curve "
+                     f"{expected_avg:.2f}; path quiet after "
                      f"{settled:.0f} s, machine stalled {stalled * 1e3:.0f} ms of "
                      f"{span:.1f} s (up to {explained:.4f} of the drops); "
                      f"emulators: {emulator_lateness(lab)}")

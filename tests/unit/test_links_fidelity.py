@@ -165,6 +165,28 @@ def test_mean_queue_from_delays_of_a_steady_full_queue():
     assert lost / sent == pytest.approx(0.2, abs=0.01)
 
 
+def test_mean_queue_from_delays_with_a_base_measured_apart_sees_through_an_early_stall():
+    # A machine stall that holds every packet before the first loss (the only ones the
+    # base is otherwise estimated from) raises that base by the stall and reads the
+    # queue short by as many packet times: as a RED burst once did on CI's kind of VM.
+    service, delay = 1000 * 8 / 10e6, 0.01
+    pps = 1.25 / service
+    p = simulate(20, pps, service, int(pps * 2), delay=delay)
+    first_loss = min(set(range(p.count)) - set(p.seq))
+    held = fx.Probe(p.count, p.seq, p.sent_ns,
+                    [r + (5_000_000 if q < first_loss else 0)
+                     for q, r in zip(p.seq, p.recv_ns, strict=True)])
+    assert fx.queue_from_owd(held, 10e6, 1000, skip=1.0)["mean"] < 19 - 5
+    idle = simulate(20, 0.1 / service, service, 50, wake=0.2e-3, delay=delay)
+    base = fx.idle_base_ns(idle)
+    assert base == pytest.approx((service + delay + 0.2e-3) * 1e9)
+    # the wake-up from idle the base carries reads the queue at most a quarter short
+    assert fx.queue_from_owd(held, 10e6, 1000, skip=1.0, base_ns=base)["mean"] == \
+        pytest.approx(19, abs=0.3)
+    with pytest.raises(ValueError, match="received nothing"):
+        fx.idle_base_ns(fx.Probe(5, [], [], []))
+
+
 def test_rate_windows_leave_out_the_clients_last_second():
     # The server's intervals of a 10-s TCP test in the VM (1 Mbit/s, 50 ms): the one
     # starting at 9 s held 63 % of a second's bytes, because the client, whose clock
@@ -245,3 +267,18 @@ def test_late_spans_cover_the_events_a_full_log_lost():
     assert fx.late_spans({"s": {"queues": {"0": _queue("q", 2, kept[:2])}}}, mark) == [
         (5_000, 5_005), (5_010, 5_015)]
 
+
+
+def test_quiet_rounds_wait_long_for_the_first_and_stop_when_the_caller_has_enough(monkeypatch):
+    waits: list[tuple[float, float]] = []
+    monkeypatch.setattr(fx, "wait_for_quiet_machine",
+                        lambda timeout, threshold: waits.append((timeout, threshold)) or 2.5)
+    got = list(fx.quiet_rounds(3, threshold=0.002))
+    assert [(r.number, r.waited, r.budget) for r in got] == [(1, 2.5, 60.0), (2, 2.5, 15.0),
+                                                             (3, 2.5, 15.0)]
+    assert waits == [(60.0, 0.002), (15.0, 0.002), (15.0, 0.002)]
+    waits.clear()
+    for r in fx.quiet_rounds(3):
+        if r.number == 2:
+            break
+    assert len(waits) == 2  # no wait for a round the caller did not need
