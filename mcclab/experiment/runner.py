@@ -286,6 +286,9 @@ def environment(lab: Lab | None) -> dict[str, Any]:
         env["routing_backend"] = lab.topo.routing.backend
         env["link_backend"] = lab.link_backend
         env["features"] = lab.features.as_dict() if lab.features else {}
+        if lab.routers is not None:  # how the routers came up, and what had to be mended
+            env["routing_ready"] = {"seconds": lab.routers.ready_after,
+                                    "remedies": list(lab.routers.remedies)}
     return env
 
 

@@ -13,6 +13,11 @@ Progress = Callable[[str, int, int], None]
 Remedied = Callable[[str, ReadinessCheck, float], None]
 
 
+def remedy_note(node: str, check: ReadinessCheck, pending: float) -> str:
+    """How a runner reports a readiness remedy it ran (``ReadinessCheck.remedy``)."""
+    return f"{node} {check.name} remedied after {pending:.0f} s"
+
+
 def poll_readiness(plans: dict[str, DaemonPlan], probe: Callable[[str, ReadinessCheck], str],
                    check_alive: Callable[[str], None], timeout: float, progress: Progress,
                    interval: float, error: Callable[[str], Exception],

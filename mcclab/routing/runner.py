@@ -14,6 +14,7 @@ import os
 import pwd
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from mcclab.commands import Cmd
@@ -24,8 +25,8 @@ from mcclab.net.node_config import netns_name
 from mcclab.processes import spawn
 from mcclab.routing.common import DaemonPlan, ReadinessCheck
 from mcclab.routing.plan import daemon_plan
-from mcclab.routing.readiness import poll_readiness
-from mcclab.state import LabState, TrackedProcess
+from mcclab.routing.readiness import poll_readiness, remedy_note
+from mcclab.state import LabState, TrackedProcess, kill_group
 
 POLL_INTERVAL = 0.05
 
@@ -86,6 +87,28 @@ class RouterSet:
                 self.procs[node].append((proc, log))
             progress("starting routers", i, len(routers))
 
+    def restart(self, node: str, order: Sequence[tuple[int, float]]) -> list[Path]:
+        """Stop some of a router's daemons, then start them again in ``order``; their logs.
+
+        ``order`` holds (the daemon's index in its plan's ``start``, seconds to pause
+        after starting it). No socket is awaited: the order is the caller's, so a
+        daemon can be started before the one it talks to, as a start-up race would
+        (fault injection; tests/integration/test_multicast_routing.py). Readiness is
+        not waited for: call ``wait_ready``, which reports any remedy it ran.
+        """
+        plan, procs = self.plans[node], self.procs[node]
+        for j, _ in order:
+            kill_group(procs[j][0])
+        logs = []
+        for j, pause in order:
+            argv = plan.start[j]
+            log = self.node_dir(node) / f"{Path(argv[0]).name}-{j}-restarted.out"
+            procs[j] = (spawn(self.state, Cmd(tuple(argv), netns_name(node)), log,
+                              f"{plan.backend} {node}", runner=self.runner), log)
+            logs.append(log)
+            time.sleep(pause)
+        return logs
+
     def _wait_for_path(self, path: Path, node: str, timeout: float = 10.0) -> None:
         """Poll until a daemon has created its socket."""
         deadline = time.monotonic() + timeout
@@ -114,7 +137,7 @@ class RouterSet:
 
     def _remedied(self, node: str, check: ReadinessCheck, pending: float) -> None:
         """Note a readiness remedy run (``ReadinessCheck.remedy``) for the summary."""
-        self.remedies.append(f"{node} {check.name} remedied after {pending:.0f} s")
+        self.remedies.append(remedy_note(node, check, pending))
 
     def _probe(self, node: str, argv: tuple[str, ...], in_netns: bool) -> str:
         """Run a readiness probe and return its stdout ('' on failure)."""

@@ -223,6 +223,8 @@ class TestbedLab:
                                          self.state.path / "nodes")
             self.routers.start(progress)
             self.routers.wait_ready(self.options.readiness_timeout, progress)
+            for note in self.routers.remedies:  # a daemon state the runner had to mend
+                progress(f"routing ready: {note}", 1, 1)
             for node in self.inventory.hosts:
                 self.remote[netns_name(node)] = self._argv_for(node)
         except BaseException:

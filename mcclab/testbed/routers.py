@@ -17,7 +17,7 @@ from mcclab.model.addressing import AddressPlan
 from mcclab.model.topology import Topology
 from mcclab.routing.common import DaemonPlan
 from mcclab.routing.plan import daemon_plan
-from mcclab.routing.readiness import poll_readiness
+from mcclab.routing.readiness import poll_readiness, remedy_note
 from mcclab.testbed.ssh import RemoteProcess, Ssh, SshError
 
 POLL_INTERVAL = 0.1
@@ -38,6 +38,8 @@ class RemoteRouters:
         self.logs = logs  # local: each daemon's output
         self.plans: dict[str, DaemonPlan] = {}
         self.procs: dict[str, list[RemoteProcess]] = {}
+        self.remedies: list[str] = []  # readiness remedies run (remedy_note), for the user
+        self.ready_after: float | None = None  # seconds wait_ready took
 
     def node_dir(self, node: str) -> PurePosixPath:
         """A router's private directory on its host."""
@@ -95,10 +97,13 @@ class RemoteRouters:
         poll_readiness(self.plans,
                        lambda node, check: self.ssh.run(node, check.argv, check=False,
                                                         timeout=10),
-                       self._check_alive, timeout, progress, POLL_INTERVAL, SshError)
+                       self._check_alive, timeout, progress, POLL_INTERVAL, SshError,
+                       remedied=lambda node, check, pending: self.remedies.append(
+                           remedy_note(node, check, pending)))
         settle = max((p.settle_s for p in self.plans.values()), default=0.0)
         time.sleep(max(0.0, settle - (time.monotonic() - start)))
-        return time.monotonic() - start
+        self.ready_after = time.monotonic() - start
+        return self.ready_after
 
     def collect(self, dest: Path | None = None) -> None:
         """Copy every daemon's log file from its host into ``dest/<router>/`` (default:

@@ -13,10 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mcclab.commands import Cmd
 from mcclab.lab import Lab, LabOptions
 from mcclab.model.loader import load_topology, resolve_topology
-from mcclab.net.node_config import netns_name
 from mcclab.probes.reach import (
     ASM_GROUP,
     SSM_GROUP,
@@ -26,10 +24,8 @@ from mcclab.probes.reach import (
     reach,
     summarize,
 )
-from mcclab.processes import spawn
 from mcclab.routing import frr
 from mcclab.slowdown import scaled
-from mcclab.state import kill_group
 
 # timeout: 3x the slowest test measured without a lab-lock wait (78 s, the keepalive
 # prune test, 2-core VM)
@@ -235,19 +231,10 @@ def test_frr10_rp_left_unresolved_by_an_early_pimd_is_remedied(kernel_features, 
     with Lab(with_routing("chain3", "frr10"), options(kernel_features)) as lab:
         routers = lab.routers
         plan = routers.plans["r3"]
-        zebra, pimd = plan.start[-2:]
         pimd_log = Path(plan.logs[-1])
         before = pimd_log.stat().st_size
-        for proc, _ in routers.procs["r3"][-2:]:
-            kill_group(proc)
-        Path(plan.await_paths[-1]).unlink(missing_ok=True)  # zebra's socket, left behind
-        del routers.procs["r3"][-2:]
-        for argv, pause in ((pimd, 4.0), (zebra, 0.0)):
-            log = routers.node_dir("r3") / f"{Path(argv[-1]).name}-late.out"
-            proc = spawn(lab.state, Cmd(tuple(argv), netns_name("r3")), log, "frr10 r3",
-                         runner=lab.runner)
-            routers.procs["r3"].append((proc, log))
-            time.sleep(pause)
+        zebra, pimd = len(plan.start) - 2, len(plan.start) - 1
+        routers.restart("r3", [(pimd, 4.0), (zebra, 0.0)])
         routers.remedies.clear()
         start = time.monotonic()
         routers.wait_ready(timeout=40.0)

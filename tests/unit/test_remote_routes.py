@@ -106,7 +106,7 @@ class _Routers:
     """Stands in for RemoteRouters: nothing to start on pretend hosts."""
 
     def __init__(self, *args: object):
-        pass
+        self.remedies: list[str] = []
 
     def start(self, progress: object) -> None:
         pass

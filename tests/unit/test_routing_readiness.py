@@ -132,3 +132,39 @@ def test_a_lab_router_explains_itself_by_its_routes_and_its_daemons_logs(tmp_pat
     assert said.splitlines()[0] == "  ip route: 10.0.0.0/30 dev r3-eth0; 10.0.0.4/30 via 10.0.0.1"
     assert "  pimd.log:\n    line 12\n" in said and "line 11" not in said
     assert said.endswith("  zebra.log:\n    (no log)")
+
+
+def test_a_testbed_router_runs_the_remedy_over_ssh_and_reports_it(tmp_path):
+    from mcclab.testbed.routers import RemoteRouters
+
+    class Ssh:  # r3's host: the RP resolves once the remedy has run there
+        def __init__(self) -> None:
+            self.ran: list[tuple[str, tuple[str, ...]]] = []
+
+        def run(self, node, argv, check=True, timeout=None):  # noqa: ANN001, ANN202
+            self.ran.append((node, tuple(argv)))
+            return "ok" if (node, ("fix-rp",)) in self.ran else ""
+
+    ssh = Ssh()
+    routers = RemoteRouters(None, None, ssh, "/tmp/mcclab-test", tmp_path)
+    rp = ReadinessCheck("rp-reachable", ("show-rp",), lambda out: out == "ok",
+                        remedy=("fix-rp",), remedy_after=0.05)
+    routers.plans["r3"] = SimpleNamespace(readiness=(rp,), settle_s=0.0)
+    routers.wait_ready(timeout=5.0)
+    assert ("r3", ("fix-rp",)) in ssh.ran and ssh.ran[-1] == ("r3", ("show-rp",))
+    assert len(routers.remedies) == 1
+    assert routers.remedies[0].startswith("r3 rp-reachable remedied after ")
+
+
+def test_a_runs_environment_records_how_the_routers_came_up():
+    from mcclab.experiment.runner import environment
+
+    lab = SimpleNamespace(topo=SimpleNamespace(routing=SimpleNamespace(backend="frr10")),
+                          link_backend="userspace", features=None,
+                          routers=SimpleNamespace(ready_after=11.2,
+                                                  remedies=["r3 rp-reachable remedied after 10 s"]))
+    env = environment(lab)
+    assert env["routing_ready"] == {"seconds": 11.2,
+                                    "remedies": ["r3 rp-reachable remedied after 10 s"]}
+    lab.routers = None  # a lab that failed before its routers started
+    assert "routing_ready" not in environment(lab)
