@@ -98,6 +98,7 @@ class FakeLab:
         self.state = type("S", (), {"path": Path("/nonexistent/mcclab-fake-lab")})()
         self.link_backend = "none"
         self.features = None
+        self.routers = None  # as Lab's before its routers start
         self.downs: list[str] = []
 
     def up(self) -> FakeLab:
