@@ -278,8 +278,7 @@ def red_point(lab: Lab, s: Setting, target: float, quick: bool) -> dict:
 
     # the path's base delay, measured apart (fidelity.idle_base_ns): the burst's own
     # packets before its first loss give a base a stall can inflate
-    base = fx.idle_base_ns(fx.probe(lab, "s", "d", count=100, size=size, pps=50,
-                                    idle=0.5 + 2 * s.delay))
+    base = fx.measure_idle_base(lab, "s", "d", size, idle=0.5 + 2 * s.delay)
     th = threading.Thread(target=sample, daemon=True)
     th.start()
     try:
@@ -462,7 +461,7 @@ def report(results: list[Result], reno: dict | None, pps: list[dict], meta: dict
         for p in r.red:
             lines.append(f"| {r.setting.label} | {p['target']:.2f} | {p['drop_fraction']:.4f} | "
                          f"{p['avg_queue_owd']:.2f} | "
-                         f"{p.get('avg_queue_owd_early_base', math.nan):.2f} | "
+                         f"{p['avg_queue_owd_early_base']:.2f} | "
                          f"{p['avg_queue_emulator']:.2f} | "
                          f"{p['curve_avg']:.2f} | {p['curve_fraction_at_avg']:.4f} |")
     if reno:

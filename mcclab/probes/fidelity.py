@@ -635,6 +635,12 @@ def idle_base_ns(p: Probe) -> float:
     return statistics.median(r - s for s, r in zip(p.sent_ns, p.recv_ns, strict=True))
 
 
+def measure_idle_base(lab: Lab, src: str, dst: str, size: int, idle: float = 0.5) -> float:
+    """``idle_base_ns`` of 100 datagrams of ``size`` bytes at 50 per second (2 s), none of
+    which queues on the links the RED test and bench overload (0.4 Mbit/s)."""
+    return idle_base_ns(probe(lab, src, dst, count=100, size=size, pps=50, idle=idle))
+
+
 def queue_from_owd(p: Probe, rate_bps: float, size: int, skip: float,
                    bucket_bytes: int = 0, base_ns: float | None = None) -> dict[str, float]:
     """Mean number of packets waiting ahead of each arrival sent after ``skip`` seconds.

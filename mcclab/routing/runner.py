@@ -78,17 +78,21 @@ class RouterSet:
             self.plans[node] = plan
             self._prepare(node, plan)
             self.procs[node] = []
-            for j, argv in enumerate(plan.start):
+            for j in range(len(plan.start)):
                 if j < len(plan.await_paths) and plan.await_paths[j]:
                     self._wait_for_path(Path(plan.await_paths[j]), node)
-                log = self.node_dir(node) / f"{Path(argv[0]).name}-{j}.out"
-                proc = spawn(self.state, Cmd(tuple(argv), netns_name(node)), log,
-                             f"{plan.backend} {node}", runner=self.runner)
-                self.procs[node].append((proc, log))
+                self.procs[node].append(self._spawn(node, plan, j, ""))
             progress("starting routers", i, len(routers))
 
-    def restart(self, node: str, order: Sequence[tuple[int, float]]) -> list[Path]:
-        """Stop some of a router's daemons, then start them again in ``order``; their logs.
+    def _spawn(self, node: str, plan: DaemonPlan, j: int, tag: str) -> tuple[TrackedProcess, Path]:
+        """Start the plan's ``j``-th daemon in the router's namespace; it and its output file."""
+        argv = plan.start[j]
+        log = self.node_dir(node) / f"{Path(argv[0]).name}-{j}{tag}.out"
+        return spawn(self.state, Cmd(tuple(argv), netns_name(node)), log,
+                     f"{plan.backend} {node}", runner=self.runner), log
+
+    def restart(self, node: str, order: Sequence[tuple[int, float]]) -> None:
+        """Stop some of a router's daemons, then start them again in ``order``.
 
         ``order`` holds (the daemon's index in its plan's ``start``, seconds to pause
         after starting it). No socket is awaited: the order is the caller's, so a
@@ -99,15 +103,9 @@ class RouterSet:
         plan, procs = self.plans[node], self.procs[node]
         for j, _ in order:
             kill_group(procs[j][0])
-        logs = []
         for j, pause in order:
-            argv = plan.start[j]
-            log = self.node_dir(node) / f"{Path(argv[0]).name}-{j}-restarted.out"
-            procs[j] = (spawn(self.state, Cmd(tuple(argv), netns_name(node)), log,
-                              f"{plan.backend} {node}", runner=self.runner), log)
-            logs.append(log)
+            procs[j] = self._spawn(node, plan, j, "-restarted")
             time.sleep(pause)
-        return logs
 
     def _wait_for_path(self, path: Path, node: str, timeout: float = 10.0) -> None:
         """Poll until a daemon has created its socket."""

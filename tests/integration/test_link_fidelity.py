@@ -309,8 +309,7 @@ def test_red_drop_probability_follows_its_curve(lab, capsys):
         # The path's base delay, from 2 s of sparse datagrams just before the burst: the
         # burst's own packets before its first loss gave a base 5.5 ms high when a stall
         # held them, and a queue 6.7 packets short of the emulator's average.
-        base = fx.idle_base_ns(fx.probe(lab, "s", "d", count=100, size=size, pps=50,
-                                        idle=0.5))
+        base = fx.measure_idle_base(lab, "s", "d", size)
         watchers = fx.machine_stalls(9 + 5, threshold=0.001)
         with ThreadPoolExecutor(1) as pool:  # the emulator's own average, for the report
             averages = pool.submit(red_averages, lab, 11.0)
