@@ -40,7 +40,7 @@ from mcclab.analysis.summary import (
     margin,
     summarise,
 )
-from mcclab.analysis.sweep import load_sweep
+from mcclab.analysis.sweep import Sweep, load_sweep
 from mcclab.analysis.trials import trials_table
 from mcclab.model import tcp_models
 from mcclab.model.loader import SpecError
@@ -97,6 +97,7 @@ class Entry:
     tcp_model: str | None = None  # the paper's TCP model the verdict ran under
     reading: Reading | None = None  # Linux's default TCP, the second reading
     planned: int | None = None  # a trials sweep's planned runs (its rows' runs are out of it)
+    took_s: float | None = None  # wall time of its runs (run_took_s), None when none recorded it
 
     def report(self, root: Path) -> str | None:
         """The entry's report.html relative to ``root``, when it exists."""
@@ -147,12 +148,37 @@ def _finite(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
+def run_took_s(info: dict) -> float | None:
+    """A run's wall time from its ``run.json``: the sum of its phases (``phase_s``, bring-up
+    to analysis), so what a reader should plan for, not only the experiment's duration.
+    None for a run that recorded no phases."""
+    phases = info.get("phase_s")
+    if not isinstance(phases, dict):
+        return None
+    seconds = [v for v in phases.values() if isinstance(v, int | float)]
+    return float(sum(seconds)) if seconds else None
+
+
+def _trials_took_s(sweep: Sweep) -> float | None:
+    """The summed wall time of a trials sweep's runs that recorded one."""
+    took = []
+    for point in sweep.points:
+        try:
+            took.append(run_took_s(json.loads((point.path / "run.json").read_text()))
+                        if point.path is not None else None)
+        except (OSError, json.JSONDecodeError):
+            continue
+    known = [t for t in took if t is not None]
+    return sum(known) if known else None
+
+
 def _run_entry(folder: Path) -> Entry:
     """An entry from a single run's folder; an unreadable one gets a note and no rows."""
     info = json.loads((folder / "run.json").read_text())
     entry = Entry(experiment=info.get("experiment", folder.parent.name), paper=OTHER,
                   reference="", folder=folder, kind="run", profile=info.get("profile", ""),
-                  status=info.get("status", "?"), started=info.get("started") or "")
+                  status=info.get("status", "?"), started=info.get("started") or "",
+                  took_s=run_took_s(info))
     try:
         run = load_run(folder)
     except (RunError, SpecError, OSError) as exc:
@@ -176,7 +202,7 @@ def _trials_entry(folder: Path) -> Entry:
     entry = Entry(experiment=info.experiment, paper=OTHER, reference="", folder=folder,
                   kind="trials", profile=info.profile, status=info.status,
                   started=info.started or "", note="; ".join(sweep.notes),
-                  planned=info.planned or None)
+                  planned=info.planned or None, took_s=_trials_took_s(sweep))
     first = next((p for p in sweep.points if p.run is not None and p.summary is not None), None)
     if first is None:
         entry.note = entry.note or "no readable run"
@@ -367,7 +393,7 @@ def _attach(entries: list[Entry], folder: Path, note: str) -> None:
     if entry is None:
         entry = Entry(experiment=experiment, paper=OTHER, reference="", folder=folder,
                       kind="run", profile=profile, status=reading.status,
-                      started=str(info.get("started") or ""),
+                      started=str(info.get("started") or ""), took_s=run_took_s(info),
                       note="no run under the paper's TCP model; only Linux's default TCP, "
                            "which is never the verdict")
         try:
@@ -388,14 +414,17 @@ def is_trials_record(sweep_json: dict) -> bool:
     return "seed" in (sweep_json.get("over") or {})
 
 
-def _counts(entries: list[Entry]) -> dict[str, int]:
-    """How many results pass, fail, are marginal, or are n/a or errors."""
+def _counts(entries: list[Entry]) -> dict[str, float]:
+    """How many results pass, fail, are marginal, or are n/a or errors; and the minutes
+    the entries' runs took (``untimed``: entries whose runs recorded no time)."""
     rows = [r for e in entries for r in e.rows]
     judged = [r for r in rows if r.verdict in ("pass", "fail")]
     return {"results": len(rows), "pass": sum(r.verdict == "pass" for r in rows),
             "fail": sum(r.verdict == "fail" for r in rows),
             "marginal": sum(r.marginal for r in judged),
-            "other": len(rows) - len(judged)}
+            "other": len(rows) - len(judged),
+            "minutes": sum(e.took_s for e in entries if e.took_s is not None) / 60,
+            "untimed": sum(e.took_s is None for e in entries)}
 
 
 def _environment() -> Environment:
@@ -405,6 +434,7 @@ def _environment() -> Environment:
                       lstrip_blocks=True)
     env.filters["value"] = lambda row, v: format_value(row.kind, v, row.unit)
     env.filters["percent"] = lambda v: "–" if v is None else f"{v * 100:+.0f} %"
+    env.filters["minutes"] = lambda v: f"{v / 60:.1f} min"
     return env
 
 
@@ -436,4 +466,5 @@ def build_index(results: Path, profile: str | None = None,
 
 
 __all__ = ["PAPERS", "Entry", "Reading", "Row", "build_index", "candidates", "load_entries",
-           "load_reading", "newest", "paper_of", "render", "role_of", "select", "tcp_model_of"]
+           "load_reading", "newest", "paper_of", "render", "role_of", "run_took_s", "select",
+           "tcp_model_of"]

@@ -478,7 +478,9 @@ def test_cli_dry_run_runs_nothing_and_a_run_says_how_long_is_left(tmp_path, spec
                            "--results", str(results)])
     assert out.exit_code == 0, out.output
     assert runner.calls == [] and not (results / "sw").exists()
-    one = 20 + 25 + 0.5 * len(resolve(spec, "quick").topology.nodes)  # 20-s runs
+    from mcclab.experiment.estimate import BRINGUP_FIXED_S, BRINGUP_PER_NODE_S
+
+    one = 20 + BRINGUP_FIXED_S + BRINGUP_PER_NODE_S * len(resolve(spec, "quick").topology.nodes)
     assert f"4 points, 0 complete; 3 to run now, about {3 * one / 60:.0f} min (1 left " \
         "for a resume)" in out.output
     assert "run 4 of 4: seed=4  ~" in out.output and "(beyond --limit)" in out.output

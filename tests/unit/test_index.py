@@ -148,3 +148,35 @@ def test_a_partial_trials_sweep_is_a_result_that_says_how_many_trials_it_holds(t
     # an interrupted one is not: the older single run is shown, the sweep named
     (sweep / "sweep.json").write_text(json.dumps({**info, "status": "interrupted"}))
     assert newest(results, profile="paper") == [older]
+
+
+def _phases(folder: Path, phases: dict | None) -> None:
+    """Give a synthetic run the phase times a real run records (or none, as older runs)."""
+    info = json.loads((folder / "run.json").read_text())
+    info.pop("phase_s", None)
+    if phases is not None:
+        info["phase_s"] = phases
+    (folder / "run.json").write_text(json.dumps(info))
+
+
+def test_each_result_says_how_long_its_runs_took_from_their_records(tmp_path):
+    results = tmp_path / "results"
+    one = run(results, "webrc-a", "20261121-110000-a", 2.0e6)
+    _phases(one, {"bring-up": 20.0, "running": 150.0, "export": 4.0, "analysis": 6.0})
+    untimed = run(results, "rlc-b", "20261121-110000-b", 1.0e6, protocol="rlc")
+    _phases(untimed, None)
+    sweep = trials(results, "webrc-t", [1.5e6, 2.0e6, 2.5e6])
+    for k, point in enumerate(json.loads((sweep / "sweep.json").read_text())["runs"]):
+        _phases((sweep / point["dir"]).resolve(), {"bring-up": 10.0, "running": 50.0 + 6 * k})
+    entries = {e.experiment: e for e in load_entries(newest(results))}
+    assert entries["webrc-a"].took_s == pytest.approx(180.0)
+    assert entries["rlc-b"].took_s is None
+    (trial_entry,) = load_entries(newest(results, profile="paper"))
+    assert trial_entry.took_s == pytest.approx(3 * 60.0 + 0 + 6 + 12)
+    page = " ".join(build_index(results, "quick").read_text().split())
+    assert "quick · run · complete · took 3.0 min" in page
+    # the page's total and each paper's count only what recorded a time, and say what did not
+    assert "Their runs took 3 min on the machine that ran them" in page
+    assert "1 experiment(s) recorded no time" in page
+    paper = " ".join(build_index(results, "paper").read_text().split())
+    assert "paper · trials · complete · took 3.3 min" in paper
