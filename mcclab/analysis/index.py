@@ -40,7 +40,7 @@ from mcclab.analysis.summary import (
     margin,
     summarise,
 )
-from mcclab.analysis.sweep import Sweep, load_sweep
+from mcclab.analysis.sweep import load_sweep
 from mcclab.analysis.trials import trials_table
 from mcclab.model import tcp_models
 from mcclab.model.loader import SpecError
@@ -148,28 +148,14 @@ def _finite(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def run_took_s(info: dict) -> float | None:
-    """A run's wall time from its ``run.json``: the sum of its phases (``phase_s``, bring-up
-    to analysis), so what a reader should plan for, not only the experiment's duration.
-    None for a run that recorded no phases."""
-    phases = info.get("phase_s")
+def run_took_s(phases: object) -> float | None:
+    """A run's wall time from its ``run.json``'s ``phase_s``: the sum of its phases
+    (bring-up to analysis), so what a reader should plan for, not only the experiment's
+    duration. None for a run that recorded no phases."""
     if not isinstance(phases, dict):
         return None
     seconds = [v for v in phases.values() if isinstance(v, int | float)]
     return float(sum(seconds)) if seconds else None
-
-
-def _trials_took_s(sweep: Sweep) -> float | None:
-    """The summed wall time of a trials sweep's runs that recorded one."""
-    took = []
-    for point in sweep.points:
-        try:
-            took.append(run_took_s(json.loads((point.path / "run.json").read_text()))
-                        if point.path is not None else None)
-        except (OSError, json.JSONDecodeError):
-            continue
-    known = [t for t in took if t is not None]
-    return sum(known) if known else None
 
 
 def _run_entry(folder: Path) -> Entry:
@@ -178,7 +164,7 @@ def _run_entry(folder: Path) -> Entry:
     entry = Entry(experiment=info.get("experiment", folder.parent.name), paper=OTHER,
                   reference="", folder=folder, kind="run", profile=info.get("profile", ""),
                   status=info.get("status", "?"), started=info.get("started") or "",
-                  took_s=run_took_s(info))
+                  took_s=run_took_s(info.get("phase_s")))
     try:
         run = load_run(folder)
     except (RunError, SpecError, OSError) as exc:
@@ -202,7 +188,10 @@ def _trials_entry(folder: Path) -> Entry:
     entry = Entry(experiment=info.experiment, paper=OTHER, reference="", folder=folder,
                   kind="trials", profile=info.profile, status=info.status,
                   started=info.started or "", note="; ".join(sweep.notes),
-                  planned=info.planned or None, took_s=_trials_took_s(sweep))
+                  planned=info.planned or None)
+    took = [t for p in sweep.points if p.run is not None
+            and (t := run_took_s(p.run.info.phase_s)) is not None]
+    entry.took_s = sum(took) if took else None
     first = next((p for p in sweep.points if p.run is not None and p.summary is not None), None)
     if first is None:
         entry.note = entry.note or "no readable run"
@@ -393,7 +382,8 @@ def _attach(entries: list[Entry], folder: Path, note: str) -> None:
     if entry is None:
         entry = Entry(experiment=experiment, paper=OTHER, reference="", folder=folder,
                       kind="run", profile=profile, status=reading.status,
-                      started=str(info.get("started") or ""), took_s=run_took_s(info),
+                      started=str(info.get("started") or ""),
+                      took_s=run_took_s(info.get("phase_s")),
                       note="no run under the paper's TCP model; only Linux's default TCP, "
                            "which is never the verdict")
         try:

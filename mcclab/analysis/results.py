@@ -75,6 +75,8 @@ class RunInfo(BaseModel):
     elapsed_s: float | None = Field(None, ge=0, description="actual duration")
     error: str | None = None
     scaling: str = ""
+    phase_s: dict[str, float] = Field(default_factory=dict,
+                                      description="wall seconds in each phase of the run")
 
 
 class FlowLabel(BaseModel):
