@@ -709,7 +709,14 @@ def reproduce(
     import time
 
     from mcclab.analysis.index import build_index
-    from mcclab.reproduce import completed, execute, new_record_dir, plan, resume_plan
+    from mcclab.reproduce import (
+        completed,
+        execute,
+        new_record_dir,
+        plan,
+        resume_plan,
+        write_index,
+    )
 
     earlier = None
     try:
@@ -745,6 +752,7 @@ def reproduce(
         err.print("[red]mcclab reproduce needs root[/red] (it builds network namespaces)")
         raise typer.Exit(2)
     record = resume.resolve() if resume is not None else new_record_dir(results)
+    names = [s.experiment for s in steps]
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -772,16 +780,21 @@ def reproduce(
             err.print(alert("interrupted", f"record: {record}; go on with: mcclab reproduce "
                             f"--resume {record}", sep="; ", style="yellow"),
                       highlight=False, soft_wrap=True)
-            build_index(results, profile, [s.experiment for s in steps])
+            _, why = write_index(results, profile, names, build_index)
+            if why:
+                err.print(alert("warning:", why, sep=" "), highlight=False, soft_wrap=True)
             raise typer.Exit(130) from None
-    page = build_index(results, profile, [s.experiment for s in steps])
+    page, why = write_index(results, profile, names, build_index)
     failed = [o.experiment for o in outcomes if o.status != "complete"]
     console.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} experiments complete in "
                   f"{(time.monotonic() - started) / 60:.1f} min; record: {record}", markup=False)
     if failed:
         err.print(alert("not complete:", ", ".join(failed), sep=" "))
-    console.print(f"index: {page}", markup=False)
-    if failed:
+    if page is None:
+        err.print(alert("error:", why, sep=" "), highlight=False, soft_wrap=True)
+    else:
+        console.print(f"index: {page}", markup=False)
+    if failed or page is None:
         raise typer.Exit(1)
 
 

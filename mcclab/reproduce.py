@@ -264,6 +264,23 @@ def _write(record_dir: Path, record: dict) -> None:
     write_json_atomic(record_dir / "reproduce.json", data, newline=True)
 
 
+def write_index(results: Path, profile: str, experiments: list[str],
+                build: Callable[[Path, str, list[str]], Path]) -> tuple[Path | None, str]:
+    """The reproduction's last step: ``build`` (index.build_index) the index page.
+
+    Returns the page, or None and why it failed with the ``mcclab index`` command that
+    rebuilds it. Any error is caught: the runs are done and recorded by then, and a
+    broken page (a template changed under a running reproduction, a full disk) must
+    not end hours of runs with a traceback instead of the way to the page.
+    """
+    try:
+        return build(results, profile, experiments), ""
+    except Exception as exc:  # noqa: BLE001 - reported with its remedy, runs are safe
+        return None, (f"the index could not be written ({type(exc).__name__}: {exc}); the "
+                      f"runs are recorded; rebuild it with: mcclab index --results {results} "
+                      f"--profile {profile}")
+
+
 def new_record_dir(results: Path) -> Path:
     """``results/reproduce/<time>-<pid>/``, created."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")

@@ -32,6 +32,7 @@ import yaml
 from jinja2 import Environment, PackageLoader
 
 from mcclab.analysis.results import RunError, load_run
+from mcclab.analysis.stalls import Stalls, describe
 from mcclab.analysis.summary import (
     Quantity,
     format_criterion,
@@ -98,6 +99,10 @@ class Entry:
     reading: Reading | None = None  # Linux's default TCP, the second reading
     planned: int | None = None  # a trials sweep's planned runs (its rows' runs are out of it)
     took_s: float | None = None  # wall time of its runs (run_took_s), None when none recorded it
+    # Why its values describe the loaded machine, not the protocol: the stall check's
+    # sentence for a run, how many trials for a sweep; "" when its agents kept up (or
+    # nothing recorded whether they did).
+    overloaded: str = ""
 
     def report(self, root: Path) -> str | None:
         """The entry's report.html relative to ``root``, when it exists."""
@@ -114,6 +119,7 @@ class Reading:
     model: str
     values: dict[str, tuple[float | None, bool | None]] = field(default_factory=dict)
     note: str = ""
+    overloaded: str = ""  # as Entry.overloaded
 
     def report(self, root: Path) -> str | None:
         """The reading's report.html relative to ``root``, when it exists."""
@@ -148,6 +154,11 @@ def _finite(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
+def overload_of(stalls: Stalls | None) -> str:
+    """The stall check's sentence for an overloaded run (stalls.describe), "" otherwise."""
+    return describe(stalls) if stalls is not None and stalls.overloaded else ""
+
+
 def run_took_s(phases: object) -> float | None:
     """A run's wall time from its ``run.json``'s ``phase_s``: the sum of its phases
     (bring-up to analysis), so what a reader should plan for, not only the experiment's
@@ -174,6 +185,7 @@ def _run_entry(folder: Path) -> Entry:
     entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in run.spec.flows])
     entry.tcp_model = _model_name(run.spec.tcp)
     summary = summarise(run)
+    entry.overloaded = overload_of(summary.agent_stalls)
     judged = [q for q in summary.quantities if _has_criterion(q)]
     entry.reported = len(summary.quantities) - len(judged)
     entry.rows = [_row(q, q.measured, None, int(q.measured is not None), q.verdict)
@@ -192,6 +204,11 @@ def _trials_entry(folder: Path) -> Entry:
     took = [t for p in sweep.points if p.run is not None
             and (t := run_took_s(p.run.info.phase_s)) is not None]
     entry.took_s = sum(took) if took else None
+    read = [p.summary for p in sweep.points if p.summary is not None]
+    stalled = sum(bool(overload_of(s.agent_stalls)) for s in read)
+    if stalled:
+        entry.overloaded = (f"{stalled} of its {len(read)} trials ran overloaded (their "
+                            f"agents stalled; each trial's report says how)")
     first = next((p for p in sweep.points if p.run is not None and p.summary is not None), None)
     if first is None:
         entry.note = entry.note or "no readable run"
@@ -363,7 +380,9 @@ def load_reading(folder: Path, note: str = "") -> tuple[Reading | None, dict]:
     except (RunError, SpecError, OSError) as exc:
         reading.note = "; ".join(n for n in (note, f"cannot be read: {exc}") if n)
         return reading, info
-    for q in summarise(run).quantities:
+    summary = summarise(run)
+    reading.overloaded = overload_of(summary.agent_stalls)
+    for q in summary.quantities:
         if _has_criterion(q):
             inside = None if q.verdict not in ("pass", "fail") else q.verdict == "pass"
             reading.values[q.label] = (q.measured, inside)
@@ -405,13 +424,17 @@ def is_trials_record(sweep_json: dict) -> bool:
 
 
 def _counts(entries: list[Entry]) -> dict[str, float]:
-    """How many results pass, fail, are marginal, or are n/a or errors; and the minutes
-    the entries' runs took (``untimed``: entries whose runs recorded no time)."""
+    """How many results pass, fail, are marginal, or are n/a or errors; how many
+    experiments ran overloaded and how many failures are theirs; and the minutes the
+    entries' runs took (``untimed``: entries whose runs recorded no time)."""
     rows = [r for e in entries for r in e.rows]
     judged = [r for r in rows if r.verdict in ("pass", "fail")]
+    loaded = [e for e in entries if e.overloaded]
     return {"results": len(rows), "pass": sum(r.verdict == "pass" for r in rows),
             "fail": sum(r.verdict == "fail" for r in rows),
             "marginal": sum(r.marginal for r in judged),
+            "overloaded": len(loaded),
+            "overloaded_fail": sum(r.verdict == "fail" for e in loaded for r in e.rows),
             "other": len(rows) - len(judged),
             "minutes": sum(e.took_s for e in entries if e.took_s is not None) / 60,
             "untimed": sum(e.took_s is None for e in entries)}
@@ -456,5 +479,5 @@ def build_index(results: Path, profile: str | None = None,
 
 
 __all__ = ["PAPERS", "Entry", "Reading", "Row", "build_index", "candidates", "load_entries",
-           "load_reading", "newest", "paper_of", "render", "role_of", "run_took_s", "select",
-           "tcp_model_of"]
+           "load_reading", "newest", "overload_of", "paper_of", "render", "role_of",
+           "run_took_s", "select", "tcp_model_of"]

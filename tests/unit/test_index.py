@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from synthetic_runs import rows, write_run
+from synthetic_runs import agent_rows, rows, write_run
 
 from mcclab.analysis.index import build_index, load_entries, newest, paper_of
 
@@ -17,13 +17,16 @@ REF = {"kind": "throughput", "label": "steady throughput", "source": "Fig. 4: 2 
 
 def run(results: Path, experiment: str, run_id: str, bps: float, *, protocol: str = "webrc",
         started: str = "2026-11-21T20:15:00+00:00", profile: str = "quick",
-        label: str | None = None, report: bool = True) -> Path:
-    """A synthetic run whose flow m reaches r1 at ``bps`` for 60 s (measured from 10 s)."""
+        label: str | None = None, report: bool = True, late: float | None = None) -> Path:
+    """A synthetic run whose flow m reaches r1 at ``bps`` for 60 s (measured from 10 s);
+    with ``late``, r1's receiver agent records its seconds, starting ``late`` s late."""
     folder = results / experiment / run_id
     ref = {**REF, "label": label or REF["label"]}
+    agents = None if late is None else agent_rows(
+        "m", "r1", "receiver", [(t + late + 0.05, 2.0) for t in range(1, 61)])
     write_run(folder, rows("m", "multicast", "r1", bps, range(1, 61)), references=[ref],
               flows=[{"name": "m", "type": "multicast", "protocol": protocol}],
-              profile=profile)
+              profile=profile, agents=agents)
     info = json.loads((folder / "run.json").read_text())
     info.update(experiment=experiment, started=started)
     (folder / "run.json").write_text(json.dumps(info))
@@ -32,14 +35,17 @@ def run(results: Path, experiment: str, run_id: str, bps: float, *, protocol: st
     return folder
 
 
-def trials(results: Path, experiment: str, rates: list[float]) -> Path:
-    """A trials sweep over seeds whose runs measure the given rates."""
+def trials(results: Path, experiment: str, rates: list[float],
+           late: list[float | None] | None = None) -> Path:
+    """A trials sweep over seeds whose runs measure the given rates (their agents
+    ``late`` s late, as :func:`run`)."""
     sweep = results / experiment / "sweep-20261122-000000-aaaa"
     sweep.mkdir(parents=True)
     listed = []
     for seed, bps in enumerate(rates, start=1):
         folder = run(results, experiment, f"20261122-0000{seed:02d}-t{seed}", bps,
-                     started=f"2026-11-22T00:00:{seed:02d}+00:00", profile="paper")
+                     started=f"2026-11-22T00:00:{seed:02d}+00:00", profile="paper",
+                     late=None if late is None else late[seed - 1])
         listed.append({"dir": f"../{folder.name}", "set": {"seed": seed}, "status": "complete"})
     (sweep / "sweep.json").write_text(json.dumps({
         "experiment": experiment, "sweep": "trials", "profile": "paper",
@@ -180,3 +186,23 @@ def test_each_result_says_how_long_its_runs_took_from_their_records(tmp_path):
     assert "1 experiment(s) recorded no time" in page
     paper = " ".join(build_index(results, "paper").read_text().split())
     assert "paper · trials · complete · took 3.3 min" in paper
+
+
+def test_a_result_whose_agents_stalled_is_marked_overloaded_and_its_failures_counted(tmp_path):
+    results = tmp_path / "results"
+    run(results, "webrc-a", "20261121-110000-a", 2.0e6, late=0.0)
+    run(results, "webrc-b", "20261121-110000-b", 1.0e6, late=30.0)  # a fail, overloaded
+    run(results, "webrc-c", "20261121-110000-c", 1.0e6, late=0.0)  # a fail, kept up
+    run(results, "webrc-d", "20261121-110000-d", 1.0e6)  # no agents table: unknown
+    entries = {e.experiment: e for e in load_entries(newest(results))}
+    assert not entries["webrc-a"].overloaded and not entries["webrc-c"].overloaded
+    assert not entries["webrc-d"].overloaded
+    assert re.search(r"it started 3\d\.\d s after its planned start", entries["webrc-b"].overloaded)
+    page = " ".join(build_index(results, "quick").read_text().split())
+    assert page.count('<span class="overloaded">overloaded</span>') == 1
+    assert ("1 experiment(s) ran overloaded: their agents did not get the CPU on time, so "
+            "their 1 failure(s) may describe the machine rather than the protocol") in page
+    # a trials sweep says how many of its trials ran overloaded
+    trials(results, "webrc-t", [1.5e6, 2.0e6, 2.5e6], late=[0.0, 30.0, None])
+    (sweep,) = load_entries(newest(results, profile="paper"))
+    assert sweep.overloaded.startswith("1 of its 3 trials ran overloaded")

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from mcclab.model.loader import SpecError
-from mcclab.reproduce import Step, execute, paper_experiments, plan, resume_plan
+from mcclab.reproduce import Step, execute, paper_experiments, plan, resume_plan, write_index
 
 
 def test_paper_experiments_leave_out_lab_checks():
@@ -78,6 +78,22 @@ def test_execute_records_every_step_and_goes_on_after_a_failure(tmp_path):
     saved = json.loads((record / "reproduce.json").read_text())
     assert saved["status"] == "complete" and len(saved["steps"]) == 3
     assert (record / saved["steps"][2]["log"]).read_text().strip() == "ran b"
+
+
+def test_a_failed_index_gives_the_command_that_rebuilds_it_instead_of_a_traceback(tmp_path):
+    from jinja2 import TemplateRuntimeError
+
+    def broken(results, profile, experiments):
+        raise TemplateRuntimeError("No filter named 'minutes'")
+
+    page, why = write_index(tmp_path, "quick", ["default"], broken)
+    assert page is None
+    assert "TemplateRuntimeError: No filter named 'minutes'" in why
+    assert why.endswith(f"rebuild it with: mcclab index --results {tmp_path} --profile quick")
+    built = []
+    page, why = write_index(tmp_path, "paper", ["default"],
+                            lambda r, p, e: built.append((p, e)) or r / "index.html")
+    assert (page, why, built) == (tmp_path / "index.html", "", [("paper", ["default"])])
 
 
 # ---- a reproduction in several sittings -------------------------------------------
