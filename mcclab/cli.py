@@ -770,8 +770,11 @@ def reproduce(
             progress[0] += step.estimate_s
             bar.update(overall, completed=progress[0])
             colour = "green" if outcome.status == "complete" else "red"
+            loaded = ("" if not outcome.overloaded else ", [red]overloaded[/red]"
+                      if step.runs == 1 else
+                      f", [red]{outcome.overloaded} of {step.runs} runs overloaded[/red]")
             bar.console.print(f"[{colour}]{outcome.status}[/{colour}] {step.experiment} "
-                              f"({outcome.elapsed_s / 60:.1f} min)", highlight=False)
+                              f"({outcome.elapsed_s / 60:.1f} min){loaded}", highlight=False)
 
         try:
             outcomes = execute(steps, results.resolve(), record, on_step, profile=profile,
@@ -790,6 +793,11 @@ def reproduce(
                   f"{(time.monotonic() - started) / 60:.1f} min; record: {record}", markup=False)
     if failed:
         err.print(alert("not complete:", ", ".join(failed), sep=" "))
+    loaded = [o.experiment for o in outcomes if o.overloaded]
+    if loaded:
+        err.print(alert("overloaded", f"(their agents stalled, so their values may describe "
+                        f"this machine rather than the protocol): {', '.join(loaded)}",
+                        sep=" ", style="yellow"), highlight=False, soft_wrap=True)
     if page is None:
         err.print(alert("error:", why, sep=" "), highlight=False, soft_wrap=True)
     else:

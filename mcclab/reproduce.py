@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from mcclab.analysis.stalls import warning_in
 from mcclab.experiment.estimate import run_estimate_s
 from mcclab.experiment.loader import EXPERIMENTS, resolve
 from mcclab.jsonfile import write_json_atomic
@@ -66,6 +67,7 @@ class Outcome:
     status: str = "not run"
     elapsed_s: float = 0.0
     log: str = ""
+    overloaded: int = 0  # of its runs, those whose agents stalled (summary.json's stall check)
 
 
 def paper_experiments(directory: Path = EXPERIMENTS) -> list[str]:
@@ -202,6 +204,8 @@ def execute(steps: list[Step], results: Path, record_dir: Path,
             sweeps = [f for f in mine if (f / "sweep.json").is_file()]
             outcome.status = _status(sweeps[-1] if sweeps else mine[-1]) if mine else \
                 f"no folder (exit {outcome.exit_code})"
+            outcome.overloaded = sum(warning_in(f / "summary.json") is not None
+                                     for f in mine if (f / "run.json").is_file())
             _write(record_dir, record)
             if on_step:
                 on_step(k, step, outcome)

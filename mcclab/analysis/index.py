@@ -11,7 +11,8 @@ profile it takes the newest of:
 Every quantity is re-judged from its folder with the current analysis (as
 ``mcclab report`` and ``mcclab compare`` do), so an index never mixes verdicts
 of different analysis versions. Rows are grouped by paper, which is read from
-the protocols of the run's multicast flows.
+the protocols of the run's multicast flows, or else from the experiment's name
+(``ormcc-fig4-pgmcc``: a baseline the ORMCC paper compares with).
 
 Where the TCP competes, the verdict is the run under the paper's TCP model
 (``docs/tcp-models.md``). A run under Linux's default TCP (the models file's
@@ -127,12 +128,15 @@ class Reading:
         return page.relative_to(root).as_posix() if page.is_file() else None
 
 
-def paper_of(protocols: list[str]) -> str:
-    """The paper a run reproduces, from its multicast flows' protocols."""
+def paper_of(protocols: list[str], experiment: str = "") -> str:
+    """The paper a run reproduces, from its multicast flows' protocols; else from the
+    experiment's name, whose first word names the paper (``ormcc-fig4-pgmcc``: a
+    baseline that the ORMCC paper runs beside its own protocol)."""
     for key in PAPERS:
         if key in protocols:
             return key
-    return OTHER
+    prefix = experiment.split("-", 1)[0]
+    return prefix if prefix in PAPERS else OTHER
 
 
 def _row(q: Quantity, mean: float | None, sd: float | None, runs: int, verdict: str) -> Row:
@@ -182,7 +186,8 @@ def _run_entry(folder: Path) -> Entry:
         entry.note = f"cannot be read: {exc}"
         return entry
     entry.reference = run.spec.reference
-    entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in run.spec.flows])
+    entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in run.spec.flows],
+                           entry.experiment)
     entry.tcp_model = _model_name(run.spec.tcp)
     summary = summarise(run)
     entry.overloaded = overload_of(summary.agent_stalls)
@@ -214,7 +219,8 @@ def _trials_entry(folder: Path) -> Entry:
         entry.note = entry.note or "no readable run"
         return entry
     entry.reference = first.run.spec.reference
-    entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in first.run.spec.flows])
+    entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in first.run.spec.flows],
+                           entry.experiment)
     entry.tcp_model = _model_name(first.run.spec.tcp)
     criteria = {q.label: q for q in first.summary.quantities}
     table = trials_table(sweep)
@@ -407,7 +413,8 @@ def _attach(entries: list[Entry], folder: Path, note: str) -> None:
                            "which is never the verdict")
         try:
             run = load_run(folder)
-            entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in run.spec.flows])
+            entry.paper = paper_of([str(getattr(f, "protocol", "")) for f in run.spec.flows],
+                                   entry.experiment)
             entry.reference = run.spec.reference
         except (RunError, SpecError, OSError):
             pass
@@ -423,21 +430,34 @@ def is_trials_record(sweep_json: dict) -> bool:
     return "seed" in (sweep_json.get("over") or {})
 
 
-def _counts(entries: list[Entry]) -> dict[str, float]:
-    """How many results pass, fail, are marginal, or are n/a or errors; how many
-    experiments ran overloaded and how many failures are theirs; and the minutes the
-    entries' runs took (``untimed``: entries whose runs recorded no time)."""
+@dataclass(frozen=True)
+class Counts:
+    """What a table (or the page) holds: its results by verdict, the experiments that ran
+    overloaded and the failures that are theirs, and the time their runs took."""
+
+    results: int
+    passed: int
+    failed: int
+    marginal: int  # of the passes and fails, those within 10 % of their band's edge
+    other: int  # n/a or errors
+    overloaded: int
+    overloaded_failed: int
+    minutes: float  # of the entries that recorded their runs' time
+    untimed: int  # entries whose runs recorded no time
+
+
+def _counts(entries: list[Entry]) -> Counts:
+    """The :class:`Counts` of these entries."""
     rows = [r for e in entries for r in e.rows]
     judged = [r for r in rows if r.verdict in ("pass", "fail")]
     loaded = [e for e in entries if e.overloaded]
-    return {"results": len(rows), "pass": sum(r.verdict == "pass" for r in rows),
-            "fail": sum(r.verdict == "fail" for r in rows),
-            "marginal": sum(r.marginal for r in judged),
-            "overloaded": len(loaded),
-            "overloaded_fail": sum(r.verdict == "fail" for e in loaded for r in e.rows),
-            "other": len(rows) - len(judged),
-            "minutes": sum(e.took_s for e in entries if e.took_s is not None) / 60,
-            "untimed": sum(e.took_s is None for e in entries)}
+    return Counts(results=len(rows), passed=sum(r.verdict == "pass" for r in rows),
+                  failed=sum(r.verdict == "fail" for r in rows),
+                  marginal=sum(r.marginal for r in judged), other=len(rows) - len(judged),
+                  overloaded=len(loaded),
+                  overloaded_failed=sum(r.verdict == "fail" for e in loaded for r in e.rows),
+                  minutes=sum(e.took_s for e in entries if e.took_s is not None) / 60,
+                  untimed=sum(e.took_s is None for e in entries))
 
 
 def _environment() -> Environment:
@@ -478,6 +498,6 @@ def build_index(results: Path, profile: str | None = None,
     return page
 
 
-__all__ = ["PAPERS", "Entry", "Reading", "Row", "build_index", "candidates", "load_entries",
-           "load_reading", "newest", "overload_of", "paper_of", "render", "role_of",
-           "run_took_s", "select", "tcp_model_of"]
+__all__ = ["PAPERS", "Counts", "Entry", "Reading", "Row", "build_index", "candidates",
+           "load_entries", "load_reading", "newest", "overload_of", "paper_of", "render",
+           "role_of", "run_took_s", "select", "tcp_model_of"]

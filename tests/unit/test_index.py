@@ -59,6 +59,10 @@ def test_paper_from_the_protocols():
     assert paper_of(["", "webrc"]) == "webrc"
     assert paper_of(["rlc"]) == "rlc"
     assert paper_of(["cbr"]) == "other"
+    # a baseline the ORMCC paper compares with: its protocol names no paper, its name does
+    assert paper_of(["pgmcc"], "ormcc-fig4-pgmcc") == "ormcc"
+    assert paper_of(["tfmcc"], "tfmcc-alone") == "other"
+    assert paper_of(["stair"], "ormcc-odd") == "stair"  # the protocol comes first
 
 
 def test_newest_run_per_experiment_and_the_rows(tmp_path):
@@ -206,3 +210,19 @@ def test_a_result_whose_agents_stalled_is_marked_overloaded_and_its_failures_cou
     trials(results, "webrc-t", [1.5e6, 2.0e6, 2.5e6], late=[0.0, 30.0, None])
     (sweep,) = load_entries(newest(results, profile="paper"))
     assert sweep.overloaded.startswith("1 of its 3 trials ran overloaded")
+
+
+def test_a_run_with_only_reported_values_is_not_shown_as_having_no_results(tmp_path):
+    # A baseline (PGMCC, TFMCC) reports values that are read beside ORMCC's, with no
+    # criterion of its own; a run that cannot be read has no results at all.
+    results = tmp_path / "results"
+    reported = {**REF, "label": "reported only"}
+    del reported["tolerance"]
+    write_run(results / "ormcc-b" / "20261121-110000-b",
+              rows("m", "multicast", "r1", 2.0e6, range(1, 61)), references=[reported],
+              flows=[{"name": "m", "type": "multicast", "protocol": "ormcc"}])
+    broken = run(results, "webrc-x", "20261121-110000-x", 2.0e6)
+    (broken / "spec.yaml").write_text("flows: [")
+    page = " ".join(build_index(results).read_text().split())
+    assert "no criterion of its own: 1 value(s) reported" in page
+    assert re.search(r"no results: cannot be read", page)

@@ -96,6 +96,37 @@ def test_a_failed_index_gives_the_command_that_rebuilds_it_instead_of_a_tracebac
     assert (page, why, built) == (tmp_path / "index.html", "", [("paper", ["default"])])
 
 
+LOADED = textwrap.dedent("""
+    import json, sys, pathlib
+    results, exp, stalled = sys.argv[1], sys.argv[2], sys.argv[3:]
+    for k, flag in enumerate(stalled):
+        folder = pathlib.Path(results) / exp / f"run-{k}"
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({"experiment": exp, "status": "complete"}))
+        agent = {"flow": "m", "node": "r1", "role": "receiver", "seconds": 100,
+                 "stalled": 50 if flag == "1" else 0, "worst_late_ms": 900.0,
+                 "start_delay_s": 0.5}
+        (folder / "summary.json").write_text(json.dumps({"agent_stalls": {
+            "overloaded": flag == "1", "agents": [agent]}}))
+""")
+
+
+def test_each_step_says_how_many_of_its_runs_ran_overloaded(tmp_path):
+    results, record = tmp_path / "results", tmp_path / "record"
+    results.mkdir()
+    record.mkdir()
+
+    def step(exp: str, *stalled: str) -> Step:
+        return Step(exp, "run", [sys.executable, "-c", LOADED, str(results), exp, *stalled],
+                    len(stalled), 1.0)
+
+    outcomes = execute([step("kept", "0"), step("loaded", "1"), step("some", "0", "1", "1")],
+                       results, record)
+    assert [o.overloaded for o in outcomes] == [0, 1, 2]
+    saved = json.loads((record / "reproduce.json").read_text())
+    assert [s["overloaded"] for s in saved["steps"]] == [0, 1, 2]
+
+
 # ---- a reproduction in several sittings -------------------------------------------
 
 
