@@ -229,3 +229,44 @@ def test_cli_resume_refuses_other_choices_and_a_missing_record(tmp_path):
     assert "1 complete before, 1 to go" in out.output
     assert re.search(r"default .* complete before", out.output)
     assert re.search(r"stair-fig9 .* min", out.output)
+
+
+def test_cli_names_overloaded_steps_and_the_rebuild_line_when_the_index_fails(
+        tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from typer.testing import CliRunner
+
+    import mcclab.analysis.index
+    import mcclab.reproduce
+    from mcclab.cli import app
+    from mcclab.reproduce import Outcome
+
+    def fake_execute(steps, results, record, on_step, **_):
+        outcomes = []
+        for k, (step, loaded) in enumerate(zip(steps, (0, 1), strict=True), start=1):
+            on_step(k, step, None)
+            outcome = Outcome(step.experiment, step.kind, step.argv, 0, [], "complete", 60.0,
+                              "", loaded)
+            on_step(k, step, outcome)
+            outcomes.append(outcome)
+        return outcomes
+
+    def broken(*_):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(mcclab.reproduce, "execute", fake_execute)
+    monkeypatch.setattr(mcclab.analysis.index, "build_index", broken)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(signal, "signal", lambda *_: None)  # leave pytest's handlers alone
+    results = tmp_path / "results"
+    out = CliRunner().invoke(app, ["reproduce", "-e", "default", "-e", "stair-fig9",
+                                   "--results", str(results)], env={"COLUMNS": "300"})
+    text = " ".join(out.output.split())
+    assert out.exit_code == 1, out.output
+    assert "complete default (1.0 min)" in text and "default (1.0 min), overloaded" not in text
+    assert "complete stair-fig9 (1.0 min), overloaded" in text
+    assert re.search(r"overloaded \(their agents stalled.*\): stair-fig9", text)
+    assert "OSError: No space left on device" in text
+    assert f"rebuild it with: mcclab index --results {results.resolve()} --profile quick" in text
