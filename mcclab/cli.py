@@ -770,9 +770,10 @@ def reproduce(
             progress[0] += step.estimate_s
             bar.update(overall, completed=progress[0])
             colour = "green" if outcome.status == "complete" else "red"
-            loaded = ("" if not outcome.overloaded else ", [red]overloaded[/red]"
-                      if step.runs == 1 else
-                      f", [red]{outcome.overloaded} of {step.runs} runs overloaded[/red]")
+            loaded = ""
+            if outcome.overloaded:
+                loaded = ", [red]overloaded[/red]" if step.runs == 1 else \
+                    f", [red]{outcome.overloaded} of {step.runs} runs overloaded[/red]"
             bar.console.print(f"[{colour}]{outcome.status}[/{colour}] {step.experiment} "
                               f"({outcome.elapsed_s / 60:.1f} min){loaded}", highlight=False)
 

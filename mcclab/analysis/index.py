@@ -33,7 +33,7 @@ import yaml
 from jinja2 import Environment, PackageLoader
 
 from mcclab.analysis.results import RunError, load_run
-from mcclab.analysis.stalls import Stalls, describe
+from mcclab.analysis.stalls import is_overloaded, sentence
 from mcclab.analysis.summary import (
     Quantity,
     format_criterion,
@@ -158,11 +158,6 @@ def _finite(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def overload_of(stalls: Stalls | None) -> str:
-    """The stall check's sentence for an overloaded run (stalls.describe), "" otherwise."""
-    return describe(stalls) if stalls is not None and stalls.overloaded else ""
-
-
 def run_took_s(phases: object) -> float | None:
     """A run's wall time from its ``run.json``'s ``phase_s``: the sum of its phases
     (bring-up to analysis), so what a reader should plan for, not only the experiment's
@@ -190,7 +185,7 @@ def _run_entry(folder: Path) -> Entry:
                            entry.experiment)
     entry.tcp_model = _model_name(run.spec.tcp)
     summary = summarise(run)
-    entry.overloaded = overload_of(summary.agent_stalls)
+    entry.overloaded = sentence(summary.agent_stalls)
     judged = [q for q in summary.quantities if _has_criterion(q)]
     entry.reported = len(summary.quantities) - len(judged)
     entry.rows = [_row(q, q.measured, None, int(q.measured is not None), q.verdict)
@@ -210,7 +205,7 @@ def _trials_entry(folder: Path) -> Entry:
             and (t := run_took_s(p.run.info.phase_s)) is not None]
     entry.took_s = sum(took) if took else None
     read = [p.summary for p in sweep.points if p.summary is not None]
-    stalled = sum(bool(overload_of(s.agent_stalls)) for s in read)
+    stalled = sum(is_overloaded(s.agent_stalls) for s in read)
     if stalled:
         entry.overloaded = (f"{stalled} of its {len(read)} trials ran overloaded (their "
                             f"agents stalled; each trial's report says how)")
@@ -387,7 +382,7 @@ def load_reading(folder: Path, note: str = "") -> tuple[Reading | None, dict]:
         reading.note = "; ".join(n for n in (note, f"cannot be read: {exc}") if n)
         return reading, info
     summary = summarise(run)
-    reading.overloaded = overload_of(summary.agent_stalls)
+    reading.overloaded = sentence(summary.agent_stalls)
     for q in summary.quantities:
         if _has_criterion(q):
             inside = None if q.verdict not in ("pass", "fail") else q.verdict == "pass"
@@ -499,5 +494,5 @@ def build_index(results: Path, profile: str | None = None,
 
 
 __all__ = ["PAPERS", "Counts", "Entry", "Reading", "Row", "build_index", "candidates",
-           "load_entries", "load_reading", "newest", "overload_of", "paper_of", "render",
+           "load_entries", "load_reading", "newest", "paper_of", "render",
            "role_of", "run_took_s", "select", "tcp_model_of"]

@@ -19,8 +19,7 @@ from mcclab.analysis.captures import capture_timelines
 from mcclab.analysis.figures import write_figures
 from mcclab.analysis.page import figure_items, render_page
 from mcclab.analysis.results import Run, load_run
-from mcclab.analysis.stalls import allowed
-from mcclab.analysis.stalls import describe as describe_stalls
+from mcclab.analysis.stalls import allowed, sentence
 from mcclab.analysis.summary import (
     Summary,
     format_criterion,
@@ -52,14 +51,6 @@ def _banner(run: Run) -> dict[str, Any] | None:
         detail = (f"It ran {elapsed} s of the planned {info.duration_s:g} s and stopped "
                   f"before the {info.warmup_s:g}-s warm-up ended, so nothing was measured.")
     return {"status": info.status, "what": what, "detail": detail, "error": info.error}
-
-
-def _stalls_banner(summary: Summary) -> str:
-    """Why the agents' results are not the protocol's ('' when the agents got the CPU)."""
-    stalls = summary.agent_stalls
-    if stalls is None or not stalls.overloaded:
-        return ""
-    return describe_stalls(stalls)
 
 
 def _agent_stalls(summary: Summary) -> dict[str, Any] | None:
@@ -162,7 +153,7 @@ def render(run: Run, summary: Summary, figures: list[Path],
         title=f"{spec.name or info.experiment} — {info.run_id}",
         heading=spec.name or info.experiment, run_id=info.run_id,
         profile=info.profile or "–", status=info.status,
-        banner=_banner(run), stalls_banner=_stalls_banner(summary),
+        banner=_banner(run), stalls_banner=sentence(summary.agent_stalls),
         description=spec.description, reference=spec.reference or "–",
         tcp=_tcp_reading(run), notes=run.notes, quantities=_quantities(summary),
         figure_items=figure_items(figures, captions), flows=_flows(run),

@@ -218,13 +218,20 @@ def _describe_hosts(stalls: Stalls, hosts: list[HostStalls]) -> str:
             f"slower flows, more hosts, or on more cores.")
 
 
+def is_overloaded(stalls: Stalls | None) -> bool:
+    """Whether a run's stall check says it was overloaded (False: kept up, or unknown)."""
+    return stalls is not None and stalls.overloaded
+
+
+def sentence(stalls: Stalls | None) -> str:
+    """The overload sentence (:func:`describe`) of an overloaded run, "" otherwise."""
+    return describe(stalls) if is_overloaded(stalls) else ""
+
+
 def warning_for(summary: dict[str, Any]) -> str | None:
     """The overload sentence of a ``summary.json``'s content, or None (kept up, or unknown)."""
     data = summary.get("agent_stalls")
-    if not data:
-        return None
-    stalls = Stalls.model_validate(data)
-    return describe(stalls) if stalls.overloaded else None
+    return (sentence(Stalls.model_validate(data)) or None) if data else None
 
 
 def warning_in(summary_path: Path) -> str | None:

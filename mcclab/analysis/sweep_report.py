@@ -13,6 +13,7 @@ from typing import Any
 
 from mcclab.analysis.figures import plugin_figure
 from mcclab.analysis.page import figure_items, render_page
+from mcclab.analysis.stalls import is_overloaded
 from mcclab.analysis.summary import (
     NO_PAPER,
     Quantity,
@@ -70,8 +71,7 @@ def _cell(q: Quantity | None) -> dict[str, Any] | None:
 
 def _overloaded(point: SweepPoint) -> bool:
     """Whether a run's agents stalled."""
-    stalls = point.summary.agent_stalls if point.summary is not None else None
-    return stalls is not None and stalls.overloaded
+    return point.summary is not None and is_overloaded(point.summary.agent_stalls)
 
 
 def _reading(key: str, point: SweepPoint) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from mcclab.analysis.stalls import is_overloaded
 from mcclab.analysis.summary import Quantity, judge
 from mcclab.analysis.sweep import Sweep, SweepPoint, table_cell
 
@@ -68,8 +69,7 @@ def trials_table(sweep: Sweep) -> pd.DataFrame:
                         if x.label == label and x.measured is not None]
                 if mine and math.isfinite(mine[0].measured):
                     measured.append(mine[0].measured)
-                    stalls = point.summary.agent_stalls
-                    overloaded += bool(stalls is not None and stalls.overloaded)
+                    overloaded += is_overloaded(point.summary.agent_stalls)
             mean = statistics.fmean(measured) if measured else math.nan
             rows.append({
                 **dict(zip(groups, values, strict=True)), "label": label, "kind": q.kind,
