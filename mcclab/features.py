@@ -12,7 +12,7 @@ import os
 import socket
 import subprocess
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from mcclab.net.setns import NETNS_DIR, setns_fd
 
@@ -23,7 +23,11 @@ _QDISC_PROBES = {
     "tbf": ["tbf", "rate", "1mbit", "burst", "10k", "latency", "50ms"],
     "htb": ["htb", "default", "1"],
     "pfifo": ["pfifo", "limit", "10"],
+    "prio": ["prio", "bands", "2"],
 }
+# What the kernel link backend's tree needs (mcclab/links/kernel.py): the qdiscs, and
+# u32 to send IGMP and PIM to the prio's control band.
+KERNEL_LINK_FEATURES = ("netem", "red", "htb", "pfifo", "prio", "u32")
 
 MRT_INIT, MRT_PIM = 200, 207
 
@@ -40,6 +44,8 @@ class KernelFeatures:
     tbf: bool
     htb: bool
     pfifo: bool
+    prio: bool
+    u32: bool
     nfqueue: bool
     nft_numgen: bool
     ip_mroute: bool
@@ -50,13 +56,13 @@ class KernelFeatures:
         """Resolve 'auto' to 'kernel' when every needed qdisc exists, else 'userspace'."""
         if requested != "auto":
             return requested
-        kernel_ok = self.netem and self.red and self.htb and self.pfifo
+        kernel_ok = all(getattr(self, f) for f in KERNEL_LINK_FEATURES)
         return "kernel" if kernel_ok else "userspace"
 
     def missing_for(self, backend: str) -> list[str]:
         """Features the given link backend needs that this kernel lacks."""
         need = {
-            "kernel": ["netem", "red", "htb", "pfifo"],
+            "kernel": list(KERNEL_LINK_FEATURES),
             "userspace": ["nfqueue"],
         }[backend]
         base = ["netns", "veth", "ip_mroute"]
@@ -109,6 +115,18 @@ def _mroute_probe(ns: str) -> tuple[bool, bool]:
         os.close(target)
 
 
+def _u32_probe(ns: str) -> bool:
+    """True when a u32 filter (IP protocol match) attaches under an htb root in ``ns``."""
+    if not _in_ns(ns, "tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb"):
+        return False
+    try:
+        return _in_ns(ns, "tc", "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip",
+                      "prio", "1", "u32", "match", "ip", "protocol", "2", "0xff",
+                      "flowid", "1:1")
+    finally:
+        _in_ns(ns, "tc", "qdisc", "del", "dev", "lo", "root")
+
+
 def _openvswitch() -> bool:
     """True when the openvswitch datapath generic-netlink family exists (or autoloads)."""
     try:
@@ -129,13 +147,14 @@ def probe() -> KernelFeatures:
     """Probe the running kernel. Needs root; runs entirely inside a temporary netns."""
     ns = f"mclprobe-{uuid.uuid4().hex[:8]}"
     if not _run(["ip", "netns", "add", ns]):
-        return KernelFeatures(*([False] * 13))
+        return KernelFeatures(*([False] * len(fields(KernelFeatures))))
     try:
         _in_ns(ns, "ip", "link", "set", "lo", "up")
         qdiscs = {}
         for name, args in _QDISC_PROBES.items():
             qdiscs[name] = _in_ns(ns, "tc", "qdisc", "add", "dev", "lo", "root", *args)
             _in_ns(ns, "tc", "qdisc", "del", "dev", "lo", "root")
+        u32 = _u32_probe(ns)
         veth = _in_ns(ns, "ip", "link", "add", "pa", "type", "veth", "peer", "name", "pb")
         bridge = _in_ns(ns, "ip", "link", "add", "pbr", "type", "bridge")
         nfqueue = _in_ns(ns, "iptables", "-t", "mangle", "-A", "POSTROUTING", "-o", "lo",
@@ -145,7 +164,7 @@ def probe() -> KernelFeatures:
         mroute, pim = _mroute_probe(ns)
         return KernelFeatures(
             netns=True, veth=veth, bridge=bridge, nfqueue=nfqueue, nft_numgen=numgen,
-            ip_mroute=mroute, pim=pim, openvswitch=_openvswitch(), **qdiscs,
+            ip_mroute=mroute, pim=pim, openvswitch=_openvswitch(), u32=u32, **qdiscs,
         )
     finally:
         _run(["ip", "netns", "del", ns])

@@ -33,8 +33,8 @@ class LinkCounters:
     in_flight: int  # admitted, not yet delivered (queue + serialisation + propagation)
     max_qlen: int | None = None
     red_avg: float | None = None
-    # IGMP and PIM packets the link admitted whatever its queue (userspace's protect_control;
-    # None on the kernel backend, which does not protect them)
+    # IGMP and PIM packets the link admitted whatever its queue and loss (userspace's
+    # protect_control; the kernel backend's control band)
     control_in: int | None = None
     errors: int = 0  # emulator-side losses that are not part of the model (should stay 0)
 

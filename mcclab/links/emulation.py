@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from mcclab.commands import Cmd
 from mcclab.execute import Runner
-from mcclab.features import KernelFeatures
+from mcclab.features import KERNEL_LINK_FEATURES, KernelFeatures
 from mcclab.links import kernel, userspace
 from mcclab.links.counters import LinkCounters
 from mcclab.links.plan import (
@@ -101,11 +101,11 @@ def selection_reason(topo: Topology, features: KernelFeatures) -> str:
     if topo.link_backend != "auto":
         return f"link_backend: {backend} in the topology"
     if features.link_backend("auto") == "userspace":
-        missing = [f for f in ("netem", "red", "htb", "pfifo") if not getattr(features, f)]
+        missing = [f for f in KERNEL_LINK_FEATURES if not getattr(features, f)]
         return f"auto: the kernel lacks {', '.join(missing)}"
     if backend == "userspace":
         return "auto: a link needs RED features the kernel's red lacks (gentle mode)"
-    return "auto: the kernel has netem, htb, pfifo and red"
+    return f"auto: the kernel has {', '.join(KERNEL_LINK_FEATURES)}"
 
 
 def link_problems(topo: Topology, backend: str, features: KernelFeatures) -> list[str]:
@@ -404,7 +404,7 @@ class UserspaceEmulation(LinkEmulation):
 
 
 class KernelEmulation(LinkEmulation):
-    """tc qdisc trees (netem -> htb -> pfifo|red) on each direction's egress."""
+    """tc qdisc trees (prio: control netem | data netem -> htb -> pfifo|red) on each egress."""
 
     backend = "kernel"
 

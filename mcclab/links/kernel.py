@@ -2,27 +2,38 @@
 
 Each emulated direction gets this tree on the transmitting interface's egress:
 
-    1:   netem   delay, jitter, loss (Bernoulli or Gilbert-Elliott); a large limit
-    10:  htb     one class 10:1 at the link rate, burst sized from the rate
+    1:   prio    two bands; u32 filters send IGMP and PIM (IPv4 protocols 2, 103)
+                 to band 1:1, everything else goes to 1:2
+    2:   netem   (band 1:1, control) delay and jitter only: never loses a packet
+    3:   netem   (band 1:2, data) delay, jitter, loss (Bernoulli or Gilbert-Elliott)
+    10:  htb     under the data netem: one class 10:1 at the link rate
     20:  pfifo   limit N packets                      (drop-tail)
      or  red     thresholds in bytes, then 30: pfifo limit N packets  (RED)
 
 The order matters. netem holds every packet for its propagation delay; placed
 below the rate limiter its limit would count packets "on the wire" as queued
-and its tfifo would become the bottleneck queue. As the root, it only delays
-(and loses) packets, never drops for lack of room (large limit), and the leaf
-under htb holds exactly the packets waiting for the link, which is the queue
-the topology describes. A constant delay applied before the queue instead of
-after it shifts every arrival by the same amount, so departures are the same.
-netem at the root also orphans the packets it holds, so a local sender's
-socket is not charged for packets "in flight".
+and its tfifo would become the bottleneck queue. Above the rate limiter it
+only delays (and loses) packets, never drops for lack of room (large limit),
+and the leaf under htb holds exactly the packets waiting for the link, which
+is the queue the topology describes. A constant delay applied before the queue
+instead of after it shifts every arrival by the same amount, so departures are
+the same. netem also orphans the packets it holds, so a local sender's socket
+is not charged for packets "in flight".
+
+The control band keeps the routers' and hosts' IGMP and PIM out of the data's
+losses and queue, as the userspace backend's protect_control does: the papers'
+ns-2 runs have no group membership to lose, and a leaf whose queue dropped two
+IGMP queries in a row lost its groups for about 110 s (docs/links.md, *Control
+packets*). Unlike userspace, they do not wait behind the data or take link
+time: a kernel qdisc cannot hold a packet in a FIFO it never drops from.
 
 A size table on the root subtracts the 14-byte Ethernet header, so the rate,
 the RED thresholds and the counters are in IP bytes, as in the userspace
 backend.
 
-This machine's kernel has neither sch_netem nor sch_red, so these commands are
-only unit-tested here (tests/unit/test_links_kernel.py).
+This machine's kernel has neither sch_netem nor sch_red (nor sch_prio), so
+these commands are only unit-tested here (tests/unit/test_links_kernel.py);
+`make vm-check` runs them in a Debian VM.
 """
 
 from __future__ import annotations
@@ -51,7 +62,15 @@ RED_MEAN_PKT = 1000
 # tc's max_P is a u32 fraction of 2^32, so max_p = 1 must be just below it.
 MAX_P_CEILING = 1 - 2.0 ** -32
 
-ROOT, HTB, HTB_CLASS, LEAF, RED_CHILD = "1:", "10:", "10:1", "20:", "30:"
+ROOT, CONTROL, DATA = "1:", "2:", "3:"
+CONTROL_BAND, DATA_BAND = "1:1", "1:2"
+HTB, HTB_CLASS, LEAF, RED_CHILD = "10:", "10:1", "20:", "30:"
+# IPv4 protocol numbers of IGMP and PIM: the packets the control band carries
+# (linkemu's protect_control spares the same two).
+CONTROL_PROTOCOLS = (2, 103)
+# prio's priomap sends each of the 16 skb priorities to a band (0-based): all to the
+# data band, so only the filters put a packet in the control band.
+PRIOMAP = ["1"] * 16
 
 
 def htb_burst_bytes(rate_bps: float) -> int:
@@ -122,8 +141,11 @@ def problems(d: Direction) -> list[str]:
     return out
 
 
-def netem_args(d: Direction) -> list[str]:
-    """netem options: delay (+uniform jitter), loss; the limit never binds."""
+def netem_args(d: Direction, loss: bool = True) -> list[str]:
+    """netem options: delay (+uniform jitter), and loss unless ``loss`` is False.
+
+    The limit never binds. The control band takes the same delay without the loss.
+    """
     p = d.params
     args = ["netem", "limit", str(NETEM_LIMIT)]
     if p.delay > 0 or p.jitter > 0:
@@ -132,6 +154,8 @@ def netem_args(d: Direction) -> list[str]:
             # Without a distribution table netem draws jitter uniformly in ±jitter.
             args.append(f"{p.jitter * 1e6:.10g}us")
     ge = p.gilbert_elliott
+    if not loss:
+        return args
     if ge is not None:
         # netem's gemodel takes p, r, 1-h (loss in bad) and 1-k (loss in good).
         args += ["loss", "gemodel", _pct(ge.p), _pct(ge.r), _pct(ge.loss_bad),
@@ -173,14 +197,22 @@ def direction_cmds(d: Direction, where: Placement) -> list[Cmd]:
         # veth starts with noqueue, which cannot be deleted: failure is expected.
         cmd("tc", "qdisc", "del", "dev", dev, "root", netns=ns, check=False),
         cmd("tc", "qdisc", "add", "dev", dev, "root", "handle", ROOT,
-            "stab", "overhead", -ETH_HEADER, *netem_args(d), netns=ns),
+            "stab", "overhead", -ETH_HEADER, "prio", "bands", 2, "priomap", *PRIOMAP,
+            netns=ns),
+        *[cmd("tc", "filter", "add", "dev", dev, "parent", ROOT, "protocol", "ip",
+              "prio", 1, "u32", "match", "ip", "protocol", proto, "0xff",
+              "flowid", CONTROL_BAND, netns=ns) for proto in CONTROL_PROTOCOLS],
+        cmd("tc", "qdisc", "add", "dev", dev, "parent", CONTROL_BAND, "handle", CONTROL,
+            *netem_args(d, loss=False), netns=ns),
+        cmd("tc", "qdisc", "add", "dev", dev, "parent", DATA_BAND, "handle", DATA,
+            *netem_args(d), netns=ns),
     ]
     q, rate = d.queue, d.params.rate
     if q is None or rate is None:
         return out
     burst = htb_burst_bytes(rate)
     out += [
-        cmd("tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", HTB, "htb",
+        cmd("tc", "qdisc", "add", "dev", dev, "parent", f"{DATA}1", "handle", HTB, "htb",
             "default", "1", netns=ns),
         # ceil = rate: the class never borrows; quantum = one packet (a single
         # class needs no DRR fairness, and this silences htb's quantum warnings).
@@ -215,14 +247,18 @@ def stats_cmd(where: Placement) -> Cmd:
 def parse_stats(output: str, d: Direction, where: Placement, now: float) -> LinkCounters:
     """Counters of one direction from ``tc -s -j qdisc show``.
 
-    The root netem's sent counters are what left the link; its drops include
-    both its own random losses and every drop of the qdiscs below it, so random
-    loss is the root's drops minus the queue's. The leaf (pfifo, or red whose
-    drops include its pfifo's) holds the queue.
+    The root prio's sent counters are what left the link, in both bands; its
+    drops include the data netem's random losses and every drop of the qdiscs
+    below it (the kernel passes a child's drop up the tree), so random loss is
+    the root's drops minus the queue's. The leaf (pfifo, or red whose drops
+    include its pfifo's) holds the queue. The control band's netem counts the
+    IGMP and PIM packets it admitted: sent, held, and (never, at its limit)
+    dropped.
     """
     by_handle = {q.get("handle"): q for q in json.loads(output or "[]")}
     root = by_handle.get(ROOT, {})
     leaf = by_handle.get(LEAF, {})
+    control = by_handle.get(CONTROL, {})
     drops_queue = int(leaf.get("drops", 0))
     sent_p, sent_b = int(root.get("packets", 0)), int(root.get("bytes", 0))
     drops_total = int(root.get("drops", 0))
@@ -236,4 +272,5 @@ def parse_stats(output: str, d: Direction, where: Placement, now: float) -> Link
         drops_loss=max(0, drops_total - drops_queue),
         qlen_pkts=int(leaf.get("qlen", 0)), qlen_bytes=int(leaf.get("backlog", 0)),
         in_flight=in_flight,
+        control_in=sum(int(control.get(k, 0)) for k in ("packets", "qlen", "drops")),
     )

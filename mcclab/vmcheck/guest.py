@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mcclab.vmcheck.ssh import remote
 from mcclab.vmcheck.wheels import GUEST_WHEELHOUSE
@@ -216,14 +216,16 @@ class Check:
     argv: list[str]
     timeout: float
     job: str = "check"
+    env: dict[str, str] = field(default_factory=dict)  # on top of CHECK_ENV
 
     def command(self) -> str:
         """The guest shell command."""
-        return remote(self.argv, CHECK_ENV, cwd=GUEST_REPO, sudo=True)
+        return remote(self.argv, CHECK_ENV | self.env, cwd=GUEST_REPO, sudo=True)
 
 
 def checks(fidelity_args: list[str]) -> list[Check]:
-    """The inner checks, in order: link fidelity (kernel), multicast join/leave, quick run."""
+    """The inner checks, in order: link fidelity (kernel), multicast join/leave, IGMP on a
+    lossy kernel-emulated link, quick run."""
     return [
         Check("link fidelity (kernel backend)",
               [VENV_PY, "bench/bench_links.py", "--design", "vm", "--backend", "kernel",
@@ -234,6 +236,12 @@ def checks(fidelity_args: list[str]) -> list[Check]:
                "tests/integration/test_multicast_routing.py",
                "-k", "(reaches_only_joined_receivers and frr and chain3 and not frr10) "
                      "or frr_prunes_upstream"], 900, "multicast"),
+        # The kernel tree's control band (mcclab/links/kernel.py): the test's lab on the
+        # kernel backend, which this host's kernel (no netem) never runs.
+        Check("IGMP and PIM spared by a lossy link (kernel backend)",
+              [VENV_PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
+               "tests/integration/test_control_packets.py"], 600, "control",
+              {"MCCLAB_TEST_LINK_BACKEND": "kernel"}),
         Check("quick default experiment",
               # `-m mcclab` (mcclab/__main__.py): `-m mcclab.cli` imports the CLI and
               # exits 0 without running anything.

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from mcclab.features import KERNEL_LINK_FEATURES
+
 pytestmark = pytest.mark.root
 
 CONFIG = Path("/proc/config.gz")
@@ -23,6 +25,8 @@ SYMBOLS = {
     "red": ["CONFIG_NET_SCH_RED"],
     "tbf": ["CONFIG_NET_SCH_TBF"],
     "htb": ["CONFIG_NET_SCH_HTB"],
+    "prio": ["CONFIG_NET_SCH_PRIO"],
+    "u32": ["CONFIG_NET_CLS_U32"],
     "ip_mroute": ["CONFIG_IP_MROUTE"],
     "pim": ["CONFIG_IP_PIMSM_V2"],
     "openvswitch": ["CONFIG_OPENVSWITCH"],
@@ -57,7 +61,7 @@ def test_probe_agrees_with_kernel_config(feature, kernel_features):
 
 
 def test_link_backend_auto_follows_the_qdiscs(kernel_features):
-    has_kernel_qdiscs = kernel_features.netem and kernel_features.red
+    has_kernel_qdiscs = all(getattr(kernel_features, f) for f in KERNEL_LINK_FEATURES)
     expected = "kernel" if has_kernel_qdiscs else "userspace"
     assert kernel_features.link_backend("auto") == expected
     assert kernel_features.link_backend("userspace") == "userspace"

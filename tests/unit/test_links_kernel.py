@@ -1,8 +1,9 @@
 """The kernel backend's tc commands, asserted as data.
 
-This machine's kernel has no sch_netem or sch_red, so the trees cannot be
-installed here; these tests pin the qdisc tree, the units and the derived
-numbers (burst, RED byte thresholds, tc's Wlog) instead.
+This machine's kernel has no sch_netem, sch_red or sch_prio, so the trees cannot
+be installed here (`make vm-check` installs them in a Debian VM); these tests pin
+the qdisc tree, the units and the derived numbers (burst, RED byte thresholds,
+tc's Wlog) instead.
 """
 
 from __future__ import annotations
@@ -38,21 +39,63 @@ def tree(**link):
     return d, where, [str(c) for c in kernel.direction_cmds(d, where)]
 
 
-def test_droptail_tree_netem_root_htb_class_pfifo_leaf():
+def head(dev: str, control_netem: str, data_netem: str) -> list[str]:
+    """The first commands of every tree: the prio root, its two filters, the two netems."""
+    return [
+        f"[mcl-r] tc qdisc del dev {dev} root",
+        f"[mcl-r] tc qdisc add dev {dev} root handle 1: stab overhead -14 "
+        "prio bands 2 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1",
+        f"[mcl-r] tc filter add dev {dev} parent 1: protocol ip prio 1 "
+        "u32 match ip protocol 2 0xff flowid 1:1",
+        f"[mcl-r] tc filter add dev {dev} parent 1: protocol ip prio 1 "
+        "u32 match ip protocol 103 0xff flowid 1:1",
+        f"[mcl-r] tc qdisc add dev {dev} parent 1:1 handle 2: {control_netem}",
+        f"[mcl-r] tc qdisc add dev {dev} parent 1:2 handle 3: {data_netem}",
+    ]
+
+
+def test_droptail_tree_prio_root_netem_per_band_htb_class_pfifo_leaf():
     d, where, cmds = tree(rate="10Mbit", delay="20ms", queue={"limit": "40pkt"})
     dev = where.iface
     assert where.node == "r" and where.hook == "egress"
-    assert cmds == [
-        f"[mcl-r] tc qdisc del dev {dev} root",
-        f"[mcl-r] tc qdisc add dev {dev} root handle 1: stab overhead -14 "
-        "netem limit 100000 delay 20000us",
-        f"[mcl-r] tc qdisc add dev {dev} parent 1:1 handle 10: htb default 1",
+    netem = "netem limit 100000 delay 20000us"
+    assert cmds == head(dev, netem, netem) + [
+        f"[mcl-r] tc qdisc add dev {dev} parent 3:1 handle 10: htb default 1",
         f"[mcl-r] tc class add dev {dev} parent 10: classid 10:1 htb rate 10000000bit "
         "ceil 10000000bit burst 1500 cburst 1500 quantum 1514",
         f"[mcl-r] tc qdisc add dev {dev} parent 10:1 handle 20: pfifo limit 40",
     ]
     # Deleting veth's default noqueue fails; that must not stop the lab.
     assert kernel.direction_cmds(d, where)[0].check is False
+
+
+@pytest.mark.parametrize("loss, netem_loss", [
+    ({"loss": "2%"}, "loss random 2%"),
+    ({"gilbert_elliott": {"p": "1%", "r": "30%", "loss_bad": "80%", "loss_good": "0.1%"}},
+     "loss gemodel 1% 30% 80% 0.1%"),
+])
+def test_igmp_and_pim_take_the_delay_and_jitter_but_never_the_loss_or_the_queue(
+        loss, netem_loss):
+    # docs/links.md, Control packets: a leaf whose queue dropped two IGMP queries lost its
+    # groups for ~110 s. Only protocols 2 and 103 reach band 1:1; its netem has no loss
+    # and nothing under it, while the data band has the loss, the rate and the queue.
+    _, where, cmds = tree(rate="1Mbit", delay="5ms", jitter="1ms", queue={"limit": "20pkt"},
+                          **loss)
+    data = f"netem limit 100000 delay 5000us 1000us {netem_loss}"
+    assert cmds[:6] == head(where.iface, "netem limit 100000 delay 5000us 1000us", data)
+    under_control = [c for c in cmds if " parent 2:" in c]
+    assert under_control == []
+    assert any(" parent 3:1 handle 10: htb" in c for c in cmds)
+
+
+def test_every_skb_priority_goes_to_the_data_band():
+    # prio's default priomap would send TC_PRIO_CONTROL (the kernel's own IGMP reports)
+    # and interactive TOS to band 0 without a filter: only the u32 filters may.
+    _, _, cmds = tree(rate="1Mbit")
+    words = cmds[1].split()
+    priomap = words[words.index("priomap") + 1:]
+    assert priomap == ["1"] * 16
+    assert words[words.index("bands") + 1] == "2"
 
 
 def test_red_tree_has_byte_thresholds_tc_burst_for_the_weight_and_a_packet_limit():
@@ -109,14 +152,15 @@ def test_burst_is_one_mtu_or_one_millisecond_of_the_rate(rate, burst):
 
 def test_delay_jitter_loss_units():
     _, _, cmds = tree(delay="12.5ms", jitter="2ms", loss="1%")
-    assert cmds[1].endswith("netem limit 100000 delay 12500us 2000us loss random 1%")
-    assert len(cmds) == 2  # no rate: netem alone, no htb, no queue
+    assert cmds[5].endswith("handle 3: netem limit 100000 delay 12500us 2000us loss random 1%")
+    assert cmds[4].endswith("handle 2: netem limit 100000 delay 12500us 2000us")
+    assert len(cmds) == 6  # no rate: the two netems alone, no htb, no queue
 
 
 def test_gilbert_elliott_maps_to_netem_gemodel_p_r_lossbad_lossgood():
     ge = {"p": "1%", "r": "30%", "loss_bad": "80%", "loss_good": "0.1%"}
     _, _, cmds = tree(rate="1Mbit", gilbert_elliott=ge)
-    assert "loss gemodel 1% 30% 80% 0.1%" in cmds[1]
+    assert "loss gemodel 1% 30% 80% 0.1%" in cmds[5]
 
 
 def test_max_p_of_one_stays_inside_tcs_u32():
@@ -153,21 +197,29 @@ def test_lan_to_node_tree_goes_on_the_bridge_port_in_the_root_namespace():
 
 def test_stats_separate_random_loss_from_queue_drops():
     d, where, _ = tree(rate="1Mbit", delay="10ms", loss="1%", queue={"limit": "40pkt"})
+    # the kernel passes the data netem's losses and the leaf's drops up to the root prio
     sample = [
-        {"kind": "netem", "handle": "1:", "root": True, "options": {"limit": 100000},
+        {"kind": "prio", "handle": "1:", "root": True, "options": {"bands": 2},
+         "bytes": 1_500_300, "packets": 1003, "drops": 37, "overlimits": 0, "requeues": 0,
+         "backlog": 30000, "qlen": 21},
+        {"kind": "netem", "handle": "2:", "parent": "1:1", "options": {"limit": 100000},
+         "bytes": 300, "packets": 3, "drops": 0, "overlimits": 0, "requeues": 0,
+         "backlog": 40, "qlen": 1},
+        {"kind": "netem", "handle": "3:", "parent": "1:2", "options": {"limit": 100000},
          "bytes": 1_500_000, "packets": 1000, "drops": 37, "overlimits": 0, "requeues": 0,
          "backlog": 30000, "qlen": 20},
-        {"kind": "htb", "handle": "10:", "parent": "1:1", "bytes": 1_500_000, "packets": 1000,
+        {"kind": "htb", "handle": "10:", "parent": "3:1", "bytes": 1_500_000, "packets": 1000,
          "drops": 0, "overlimits": 500, "requeues": 0, "backlog": 0, "qlen": 0},
         {"kind": "pfifo", "handle": "20:", "parent": "10:1", "options": {"limit": 40},
          "bytes": 1_500_000, "packets": 1000, "drops": 25, "overlimits": 0, "requeues": 0,
          "backlog": 15000, "qlen": 10},
     ]
     c = kernel.parse_stats(json.dumps(sample), d, where, 12.5)
-    assert (c.pkts_sent, c.bytes_sent) == (1000, 1_500_000)
+    assert (c.pkts_sent, c.bytes_sent) == (1003, 1_500_300)
     assert (c.drops_queue, c.drops_loss) == (25, 12)
-    assert (c.qlen_pkts, c.qlen_bytes, c.in_flight) == (10, 15000, 20)
-    assert c.pkts_in == 1000 + 37 + 20
+    assert (c.qlen_pkts, c.qlen_bytes, c.in_flight) == (10, 15000, 21)
+    assert c.pkts_in == 1003 + 37 + 21
+    assert c.control_in == 3 + 1  # sent and held by the control band
     assert c.bytes_in is None and c.red_avg is None and c.backend == "kernel"
     assert c.as_dict()["src"] == "r"
 

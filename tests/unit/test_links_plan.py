@@ -127,6 +127,11 @@ def test_auto_picks_kernel_when_every_qdisc_exists_else_userspace():
     assert select_backend(t, features()) == "kernel"
     assert select_backend(t, features(netem=False, red=False)) == "userspace"
     assert "lacks netem, red" in selection_reason(t, features(netem=False, red=False))
+    # the control band (IGMP and PIM spared, docs/links.md) needs prio and u32
+    assert select_backend(t, features(prio=False)) == "userspace"
+    assert select_backend(t, features(u32=False)) == "userspace"
+    assert "lacks u32" in selection_reason(t, features(u32=False))
+    assert features(prio=False).missing_for("kernel") == ["prio"]
 
 
 def test_nothing_to_emulate_means_backend_none():

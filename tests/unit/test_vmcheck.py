@@ -255,12 +255,16 @@ def test_playbook_is_invoked_as_vagrant_ansible_local_does():
     assert "mcclab_optional_packages" not in guest.playbook(optional_packages=True)
 
 
-def test_checks_cover_kernel_fidelity_multicast_and_the_quick_run():
+def test_checks_cover_kernel_fidelity_multicast_control_packets_and_the_quick_run():
     checks = guest.checks(["--quick"])
-    fid, mcast, run = (c.argv for c in checks)
+    fid, mcast, control, run = (c.argv for c in checks)
     assert fid[1] == "bench/bench_links.py" and fid[4:6] == ["--backend", "kernel"]
     assert "--design" in fid and fid[fid.index("--design") + 1] == "vm"
     assert "tests/integration/test_multicast_routing.py" in mcast
+    # the control band is checked on the kernel backend, never on auto's fallback
+    assert "tests/integration/test_control_packets.py" in control
+    assert "MCCLAB_TEST_LINK_BACKEND=kernel" in checks[2].command()
+    assert "MCCLAB_TEST_LINK_BACKEND" not in checks[1].command()
     assert run[-6:] == ["run", "default", "--profile", "quick", "--wait", "600"]
     # and the CLI accepts those arguments (parsed only, nothing runs)
     import typer.main
@@ -618,7 +622,8 @@ def test_parse_poll_and_job_names():
         guest.parse_poll(b"")
     with pytest.raises(ValueError):
         guest.Job("../etc")
-    assert [c.job for c in guest.checks([])] == ["fidelity", "multicast", "experiment"]
+    assert [c.job for c in guest.checks([])] == ["fidelity", "multicast", "control",
+                                                  "experiment"]
 
 
 def test_checks_stretch_readiness_waits_for_the_emulated_cpu():
