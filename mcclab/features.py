@@ -23,7 +23,9 @@ _QDISC_PROBES = {
     "tbf": ["tbf", "rate", "1mbit", "burst", "10k", "latency", "50ms"],
     "htb": ["htb", "default", "1"],
     "pfifo": ["pfifo", "limit", "10"],
-    "prio": ["prio", "bands", "2"],
+    # The kernel tree's own form (mcclab/links/kernel.py): with 2 bands, prio refuses
+    # tc's default priomap (it names band 2), so the probe must give one.
+    "prio": ["prio", "bands", "2", "priomap", *["1"] * 16],
 }
 # What the kernel link backend's tree needs (mcclab/links/kernel.py): the qdiscs, and
 # u32 to send IGMP and PIM to the prio's control band.

@@ -88,6 +88,15 @@ def test_igmp_and_pim_take_the_delay_and_jitter_but_never_the_loss_or_the_queue(
     assert any(" parent 3:1 handle 10: htb" in c for c in cmds)
 
 
+def test_the_feature_probe_tries_the_trees_own_prio():
+    # A 2-band prio with tc's default priomap (which names band 2) is refused: a probe
+    # without the tree's priomap found no prio on a stock Debian kernel that has it.
+    from mcclab.features import _QDISC_PROBES
+    _, _, cmds = tree(rate="1Mbit")
+    words = cmds[1].split()
+    assert _QDISC_PROBES["prio"] == words[words.index("prio"):]
+
+
 def test_every_skb_priority_goes_to_the_data_band():
     # prio's default priomap would send TC_PRIO_CONTROL (the kernel's own IGMP reports)
     # and interactive TOS to band 0 without a filter: only the u32 filters may.
