@@ -3,7 +3,7 @@
 Each emulated direction gets this tree on the transmitting interface's egress:
 
     1:   prio    two bands; u32 filters send IGMP and PIM (IPv4 protocols 2, 103)
-                 to band 1:1, everything else goes to 1:2
+                 and ARP to band 1:1, everything else goes to 1:2
     2:   netem   (band 1:1, control) delay and jitter only: never loses a packet
     3:   netem   (band 1:2, data) delay, jitter, loss (Bernoulli or Gilbert-Elliott)
     10:  htb     under the data netem: one class 10:1 at the link rate
@@ -25,7 +25,10 @@ losses and queue, as the userspace backend's protect_control does: the papers'
 ns-2 runs have no group membership to lose, and a leaf whose queue dropped two
 IGMP queries in a row lost its groups for about 110 s (docs/links.md, *Control
 packets*). Unlike userspace, they do not wait behind the data or take link
-time: a kernel qdisc cannot hold a packet in a FIFO it never drops from.
+time: a kernel qdisc cannot hold a packet in a FIFO it never drops from. ARP
+takes the same band because the userspace backend never sees it (its rules are
+IPv4's): a lost ARP request leaves a next hop unresolved, and the packets
+behind it are dropped by the neighbour table, where no link counter sees them.
 
 A size table on the root subtracts the 14-byte Ethernet header, so the rate,
 the RED thresholds and the counters are in IP bytes, as in the userspace
@@ -65,8 +68,8 @@ MAX_P_CEILING = 1 - 2.0 ** -32
 ROOT, CONTROL, DATA = "1:", "2:", "3:"
 CONTROL_BAND, DATA_BAND = "1:1", "1:2"
 HTB, HTB_CLASS, LEAF, RED_CHILD = "10:", "10:1", "20:", "30:"
-# IPv4 protocol numbers of IGMP and PIM: the packets the control band carries
-# (linkemu's protect_control spares the same two).
+# IPv4 protocol numbers of IGMP and PIM: the IP packets the control band carries
+# (linkemu's protect_control spares the same two). ARP goes there too.
 CONTROL_PROTOCOLS = (2, 103)
 # prio's priomap sends each of the 16 skb priorities to a band (0-based): all to the
 # data band, so only the filters put a packet in the control band.
@@ -202,6 +205,9 @@ def direction_cmds(d: Direction, where: Placement) -> list[Cmd]:
         *[cmd("tc", "filter", "add", "dev", dev, "parent", ROOT, "protocol", "ip",
               "prio", 1, "u32", "match", "ip", "protocol", proto, "0xff",
               "flowid", CONTROL_BAND, netns=ns) for proto in CONTROL_PROTOCOLS],
+        # every ARP packet (a mask of 0 matches anything)
+        cmd("tc", "filter", "add", "dev", dev, "parent", ROOT, "protocol", "arp",
+            "prio", 2, "u32", "match", "u32", 0, 0, "flowid", CONTROL_BAND, netns=ns),
         cmd("tc", "qdisc", "add", "dev", dev, "parent", CONTROL_BAND, "handle", CONTROL,
             *netem_args(d, loss=False), netns=ns),
         cmd("tc", "qdisc", "add", "dev", dev, "parent", DATA_BAND, "handle", DATA,
@@ -252,8 +258,8 @@ def parse_stats(output: str, d: Direction, where: Placement, now: float) -> Link
     below it (the kernel passes a child's drop up the tree), so random loss is
     the root's drops minus the queue's. The leaf (pfifo, or red whose drops
     include its pfifo's) holds the queue. The control band's netem counts the
-    IGMP and PIM packets it admitted: sent, held, and (never, at its limit)
-    dropped.
+    IGMP, PIM and ARP packets it admitted: sent, held, and (never, at its
+    limit) dropped.
     """
     by_handle = {q.get("handle"): q for q in json.loads(output or "[]")}
     root = by_handle.get(ROOT, {})

@@ -40,7 +40,7 @@ def tree(**link):
 
 
 def head(dev: str, control_netem: str, data_netem: str) -> list[str]:
-    """The first commands of every tree: the prio root, its two filters, the two netems."""
+    """The first commands of every tree: the prio root, its three filters, the two netems."""
     return [
         f"[mcl-r] tc qdisc del dev {dev} root",
         f"[mcl-r] tc qdisc add dev {dev} root handle 1: stab overhead -14 "
@@ -49,6 +49,8 @@ def head(dev: str, control_netem: str, data_netem: str) -> list[str]:
         "u32 match ip protocol 2 0xff flowid 1:1",
         f"[mcl-r] tc filter add dev {dev} parent 1: protocol ip prio 1 "
         "u32 match ip protocol 103 0xff flowid 1:1",
+        f"[mcl-r] tc filter add dev {dev} parent 1: protocol arp prio 2 "
+        "u32 match u32 0 0 flowid 1:1",
         f"[mcl-r] tc qdisc add dev {dev} parent 1:1 handle 2: {control_netem}",
         f"[mcl-r] tc qdisc add dev {dev} parent 1:2 handle 3: {data_netem}",
     ]
@@ -74,15 +76,16 @@ def test_droptail_tree_prio_root_netem_per_band_htb_class_pfifo_leaf():
     ({"gilbert_elliott": {"p": "1%", "r": "30%", "loss_bad": "80%", "loss_good": "0.1%"}},
      "loss gemodel 1% 30% 80% 0.1%"),
 ])
-def test_igmp_and_pim_take_the_delay_and_jitter_but_never_the_loss_or_the_queue(
+def test_igmp_pim_and_arp_take_the_delay_and_jitter_but_never_the_loss_or_the_queue(
         loss, netem_loss):
     # docs/links.md, Control packets: a leaf whose queue dropped two IGMP queries lost its
-    # groups for ~110 s. Only protocols 2 and 103 reach band 1:1; its netem has no loss
-    # and nothing under it, while the data band has the loss, the rate and the queue.
+    # groups for ~110 s. Only protocols 2 and 103 and ARP (which the userspace backend
+    # never sees) reach band 1:1; its netem has no loss and nothing under it, while the
+    # data band has the loss, the rate and the queue.
     _, where, cmds = tree(rate="1Mbit", delay="5ms", jitter="1ms", queue={"limit": "20pkt"},
                           **loss)
     data = f"netem limit 100000 delay 5000us 1000us {netem_loss}"
-    assert cmds[:6] == head(where.iface, "netem limit 100000 delay 5000us 1000us", data)
+    assert cmds[:7] == head(where.iface, "netem limit 100000 delay 5000us 1000us", data)
     under_control = [c for c in cmds if " parent 2:" in c]
     assert under_control == []
     assert any(" parent 3:1 handle 10: htb" in c for c in cmds)
@@ -161,15 +164,15 @@ def test_burst_is_one_mtu_or_one_millisecond_of_the_rate(rate, burst):
 
 def test_delay_jitter_loss_units():
     _, _, cmds = tree(delay="12.5ms", jitter="2ms", loss="1%")
-    assert cmds[5].endswith("handle 3: netem limit 100000 delay 12500us 2000us loss random 1%")
-    assert cmds[4].endswith("handle 2: netem limit 100000 delay 12500us 2000us")
-    assert len(cmds) == 6  # no rate: the two netems alone, no htb, no queue
+    assert cmds[6].endswith("handle 3: netem limit 100000 delay 12500us 2000us loss random 1%")
+    assert cmds[5].endswith("handle 2: netem limit 100000 delay 12500us 2000us")
+    assert len(cmds) == 7  # no rate: the two netems alone, no htb, no queue
 
 
 def test_gilbert_elliott_maps_to_netem_gemodel_p_r_lossbad_lossgood():
     ge = {"p": "1%", "r": "30%", "loss_bad": "80%", "loss_good": "0.1%"}
     _, _, cmds = tree(rate="1Mbit", gilbert_elliott=ge)
-    assert "loss gemodel 1% 30% 80% 0.1%" in cmds[5]
+    assert "loss gemodel 1% 30% 80% 0.1%" in cmds[6]
 
 
 def test_max_p_of_one_stays_inside_tcs_u32():
