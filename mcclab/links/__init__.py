@@ -2,7 +2,7 @@
 
 Two backends emulate the same model (``LinkParams`` in mcclab/model/topology.py):
 
-* ``kernel``: a tc tree per direction (prio: IGMP and PIM to a netem without
+* ``kernel``: a tc tree per direction (prio: IGMP, PIM and ARP to a netem without
   loss, the rest to netem -> htb -> pfifo or red) on the transmitting
   interface, built as data in ``mcclab.links.kernel``;
 * ``userspace``: the NFQUEUE emulator ``linkemu/mcclab-linkemu``, one process
