@@ -28,7 +28,7 @@ _QDISC_PROBES = {
     "prio": ["prio", "bands", "2", "priomap", *["1"] * 16],
 }
 # What the kernel link backend's tree needs (mcclab/links/kernel.py): the qdiscs, and
-# u32 to send IGMP and PIM to the prio's control band.
+# u32 to send IGMP, PIM and ARP to the prio's control band.
 KERNEL_LINK_FEATURES = ("netem", "red", "htb", "pfifo", "prio", "u32")
 
 MRT_INIT, MRT_PIM = 200, 207

@@ -34,7 +34,7 @@ class LinkCounters:
     max_qlen: int | None = None
     red_avg: float | None = None
     # IGMP and PIM packets the link admitted whatever its queue and loss (userspace's
-    # protect_control; the kernel backend's control band)
+    # protect_control; the kernel backend's control band, which counts ARP too)
     control_in: int | None = None
     errors: int = 0  # emulator-side losses that are not part of the model (should stay 0)
 
