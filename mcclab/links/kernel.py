@@ -67,6 +67,7 @@ MAX_P_CEILING = 1 - 2.0 ** -32
 
 ROOT, CONTROL, DATA = "1:", "2:", "3:"
 CONTROL_BAND, DATA_BAND = "1:1", "1:2"
+DATA_CLASS = "3:1"  # the data netem's one class, which the htb hangs from
 HTB, HTB_CLASS, LEAF, RED_CHILD = "10:", "10:1", "20:", "30:"
 # IPv4 protocol numbers of IGMP and PIM: the IP packets the control band carries
 # (linkemu's protect_control spares the same two). ARP goes there too.
@@ -156,9 +157,9 @@ def netem_args(d: Direction, loss: bool = True) -> list[str]:
         if p.jitter > 0:
             # Without a distribution table netem draws jitter uniformly in ±jitter.
             args.append(f"{p.jitter * 1e6:.10g}us")
-    ge = p.gilbert_elliott
     if not loss:
         return args
+    ge = p.gilbert_elliott
     if ge is not None:
         # netem's gemodel takes p, r, 1-h (loss in bad) and 1-k (loss in good).
         args += ["loss", "gemodel", _pct(ge.p), _pct(ge.r), _pct(ge.loss_bad),
@@ -218,7 +219,7 @@ def direction_cmds(d: Direction, where: Placement) -> list[Cmd]:
         return out
     burst = htb_burst_bytes(rate)
     out += [
-        cmd("tc", "qdisc", "add", "dev", dev, "parent", f"{DATA}1", "handle", HTB, "htb",
+        cmd("tc", "qdisc", "add", "dev", dev, "parent", DATA_CLASS, "handle", HTB, "htb",
             "default", "1", netns=ns),
         # ceil = rate: the class never borrows; quantum = one packet (a single
         # class needs no DRR fairness, and this silences htb's quantum warnings).
